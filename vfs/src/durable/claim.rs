@@ -1,0 +1,118 @@
+//! Verified exclusive create: deciding one winner through the volume.
+
+use std::io;
+use std::path::Path;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::envelope::{EnvelopeError, open_envelope, seal};
+use super::names::nonce;
+use crate::{OpenOptions, Vfs, read_file};
+
+const KIND: &str = "claim";
+
+/// Who is claiming: a label (for people reading the volume) and a random
+/// nonce that makes this claimant unique. Re-driving a claim with the same
+/// token recognises an earlier win of that token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimToken {
+    bytes: Bytes,
+}
+
+impl ClaimToken {
+    pub fn fresh(label: &str) -> Self {
+        let mut b = BytesMut::with_capacity(label.len() + 17);
+        b.put_slice(label.as_bytes());
+        b.put_slice(format!("#{:016x}", nonce()).as_bytes());
+        Self { bytes: b.freeze() }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// The outcome of [`claim`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This token holds the slot, confirmed by a fresh read.
+    Won,
+    /// Another token holds the slot; here is its token and payload.
+    Lost { holder: Bytes, payload: Bytes },
+    /// The slot exists but holds no complete claim: its winner is still
+    /// writing, crashed after creating it, or is this caller whose create
+    /// succeeded but whose reply was lost (NFS then answers `AlreadyExists`
+    /// to the winner, and content alone cannot tell those cases apart). No one
+    /// may act as holder; callers retry later and, if it stays undecided, move
+    /// on to the next slot (the next epoch, the next id block). A claimant
+    /// that later completes such a slot loses nothing: a newer epoch outranks it.
+    Undecided(EnvelopeError),
+}
+
+/// Claims `slot` by exclusive create, writing `token` and `payload` into it,
+/// then reads the slot back by path to learn who really holds it.
+pub async fn claim(
+    vfs: &dyn Vfs,
+    slot: &Path,
+    token: &ClaimToken,
+    payload: &[u8],
+) -> io::Result<Claim> {
+    let mut body = BytesMut::with_capacity(4 + token.bytes.len() + payload.len());
+    body.put_u32(token.bytes.len() as u32);
+    body.put_slice(&token.bytes);
+    body.put_slice(payload);
+    let sealed = seal(KIND, &body);
+
+    match vfs.open(slot, OpenOptions::create_new()).await {
+        Ok(file) => {
+            let written = async {
+                file.write_at(0, sealed).await?;
+                file.fsync().await
+            }
+            .await;
+            let closed = file.close().await;
+            written.and(closed)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    read_claim(vfs, slot, token).await
+}
+
+/// Reads who holds `slot`, from the point of view of `token`.
+pub async fn read_claim(vfs: &dyn Vfs, slot: &Path, token: &ClaimToken) -> io::Result<Claim> {
+    let data = read_file(vfs, slot).await?;
+    let body = match open_envelope(KIND, &data) {
+        Ok(body) => body,
+        // Partial write-back shows another host a prefix or holes of zeros.
+        Err(
+            e @ (EnvelopeError::Empty
+            | EnvelopeError::Truncated { .. }
+            | EnvelopeError::Checksum { .. }),
+        ) => {
+            return Ok(Claim::Undecided(e));
+        }
+        Err(e) => return Err(e.at(slot.display())),
+    };
+    let (holder, payload) = split_body(body).ok_or_else(|| {
+        EnvelopeError::Truncated {
+            expected: 4,
+            found: body.len(),
+        }
+        .at(slot.display())
+    })?;
+    if holder == token.as_bytes() {
+        Ok(Claim::Won)
+    } else {
+        Ok(Claim::Lost {
+            holder: Bytes::copy_from_slice(holder),
+            payload: Bytes::copy_from_slice(payload),
+        })
+    }
+}
+
+fn split_body(body: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
+    let holder = body.get(4..4 + len)?;
+    Some((holder, &body[4 + len..]))
+}

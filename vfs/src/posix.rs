@@ -1,0 +1,318 @@
+//! The production backend: POSIX calls on the mounted volume.
+//!
+//! Every call runs on tokio's blocking pool because an NFS call can block for
+//! as long as the server takes (hard mounts never time out). Directory-changing
+//! calls fsync the parent directory afterwards, so a created, renamed or
+//! removed name is durable when the call returns, as it is on an NFS server
+//! (where metadata operations are synchronous).
+
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::IntoRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::{Create, DirEntry, FileKind, Metadata, OpenOptions, Vfs, VfsFile, path};
+
+#[derive(Clone, Debug)]
+pub struct PosixVfs {
+    root: Arc<PathBuf>,
+}
+
+impl PosixVfs {
+    /// Uses an existing, writable directory as the volume root.
+    pub fn open_volume(root: impl AsRef<Path>) -> io::Result<Self> {
+        let root = root.as_ref();
+        let meta = fs::metadata(root).map_err(|e| {
+            io::Error::new(e.kind(), format!("data directory {}: {e}", root.display()))
+        })?;
+        if !meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("data directory {} is not a directory", root.display()),
+            ));
+        }
+        let root = fs::canonicalize(root)?;
+        check_writable(&root)?;
+        Ok(Self {
+            root: Arc::new(root),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn resolve(&self, rel: &Path) -> io::Result<PathBuf> {
+        path::check(rel)?;
+        Ok(self.root.join(rel))
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        run_blocking(f).await
+    }
+}
+
+async fn run_blocking<T, F>(f: F) -> io::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("blocking filesystem task failed: {e}")))?
+}
+
+fn check_writable(root: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL")
+    })?;
+    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("data directory {} is not writable: {e}", root.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Keeps the error kind (callers branch on it) and adds what was being done.
+fn ctx<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |e| io::Error::new(e.kind(), format!("{op} {}: {e}", path.display()))
+}
+
+fn sync_dir_blocking(dir: &Path) -> io::Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(ctx("sync directory", dir))
+}
+
+fn parent_of(full: &Path) -> &Path {
+    full.parent().unwrap_or(full)
+}
+
+fn kind_of(ft: fs::FileType) -> FileKind {
+    if ft.is_file() {
+        FileKind::File
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else {
+        FileKind::Other
+    }
+}
+
+#[async_trait]
+impl Vfs for PosixVfs {
+    async fn open(&self, rel: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
+        let full = self.resolve(rel)?;
+        let file = self
+            .blocking(move || {
+                let mut o = fs::OpenOptions::new();
+                o.read(true).write(opts.write).truncate(opts.truncate);
+                match opts.create {
+                    Create::Never => {}
+                    Create::IfMissing => {
+                        o.create(true);
+                    }
+                    Create::Exclusive => {
+                        o.create_new(true);
+                    }
+                }
+                // Never hand a directory or a FIFO out as a file.
+                o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+                let file = o.open(&full).map_err(ctx("open", &full))?;
+                let meta = file.metadata().map_err(ctx("stat", &full))?;
+                if !meta.is_file() {
+                    return Err(io::Error::new(
+                        if meta.is_dir() {
+                            io::ErrorKind::IsADirectory
+                        } else {
+                            io::ErrorKind::InvalidInput
+                        },
+                        format!("open {}: not a regular file", full.display()),
+                    ));
+                }
+                if opts.create != Create::Never {
+                    sync_dir_blocking(parent_of(&full))?;
+                }
+                Ok(PosixFile {
+                    file: Arc::new(file),
+                    path: Arc::new(full),
+                })
+            })
+            .await?;
+        Ok(Box::new(file))
+    }
+
+    async fn stat(&self, rel: &Path) -> io::Result<Metadata> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || {
+            let m = fs::symlink_metadata(&full).map_err(ctx("stat", &full))?;
+            Ok(Metadata {
+                kind: kind_of(m.file_type()),
+                len: m.len(),
+            })
+        })
+        .await
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from, to) = (self.resolve(from)?, self.resolve(to)?);
+        self.blocking(move || {
+            fs::rename(&from, &to).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("rename {} -> {}: {e}", from.display(), to.display()),
+                )
+            })?;
+            sync_dir_blocking(parent_of(&to))?;
+            if parent_of(&from) != parent_of(&to) {
+                sync_dir_blocking(parent_of(&from))?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn unlink(&self, rel: &Path) -> io::Result<()> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || {
+            fs::remove_file(&full).map_err(ctx("unlink", &full))?;
+            sync_dir_blocking(parent_of(&full))
+        })
+        .await
+    }
+
+    async fn mkdir(&self, rel: &Path) -> io::Result<()> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || {
+            fs::create_dir(&full).map_err(ctx("mkdir", &full))?;
+            sync_dir_blocking(parent_of(&full))
+        })
+        .await
+    }
+
+    async fn rmdir(&self, rel: &Path) -> io::Result<()> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || {
+            fs::remove_dir(&full).map_err(ctx("rmdir", &full))?;
+            sync_dir_blocking(parent_of(&full))
+        })
+        .await
+    }
+
+    async fn read_dir(&self, rel: &Path) -> io::Result<Vec<DirEntry>> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || {
+            let mut out = Vec::new();
+            for entry in fs::read_dir(&full).map_err(ctx("read_dir", &full))? {
+                let entry = entry.map_err(ctx("read_dir", &full))?;
+                let name = entry.file_name().into_string().map_err(|raw| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "read_dir {}: entry {raw:?} is not UTF-8; kaas never writes such names",
+                            full.display()
+                        ),
+                    )
+                })?;
+                let kind = entry
+                    .file_type()
+                    .map(kind_of)
+                    .map_err(ctx("read_dir", &full))?;
+                out.push(DirEntry { name, kind });
+            }
+            out.sort();
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn sync_dir(&self, rel: &Path) -> io::Result<()> {
+        let full = self.resolve(rel)?;
+        self.blocking(move || sync_dir_blocking(&full)).await
+    }
+}
+
+struct PosixFile {
+    file: Arc<File>,
+    path: Arc<PathBuf>,
+}
+
+#[async_trait]
+impl VfsFile for PosixFile {
+    async fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        let (file, path) = (self.file.clone(), self.path.clone());
+        run_blocking(move || {
+            let mut buf = vec![0u8; len];
+            let mut filled = 0;
+            while filled < len {
+                match file.read_at(&mut buf[filled..], offset + filled as u64) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(ctx("read", &path)(e)),
+                }
+            }
+            buf.truncate(filled);
+            Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    async fn write_at(&self, offset: u64, data: Bytes) -> io::Result<()> {
+        let (file, path) = (self.file.clone(), self.path.clone());
+        run_blocking(move || {
+            file.write_all_at(&data, offset)
+                .map_err(ctx("write", &path))
+        })
+        .await
+    }
+
+    async fn fsync(&self) -> io::Result<()> {
+        let (file, path) = (self.file.clone(), self.path.clone());
+        run_blocking(move || file.sync_all().map_err(ctx("fsync", &path))).await
+    }
+
+    async fn stat(&self) -> io::Result<Metadata> {
+        let (file, path) = (self.file.clone(), self.path.clone());
+        run_blocking(move || {
+            let m = file.metadata().map_err(ctx("stat", &path))?;
+            Ok(Metadata {
+                kind: kind_of(m.file_type()),
+                len: m.len(),
+            })
+        })
+        .await
+    }
+
+    async fn close(self: Box<Self>) -> io::Result<()> {
+        let PosixFile { file, path } = *self;
+        run_blocking(move || {
+            // Every operation awaited its blocking task, so no clone is left.
+            let Ok(file) = Arc::try_unwrap(file) else {
+                return Ok(());
+            };
+            let fd = file.into_raw_fd();
+            // SAFETY: `fd` came from `into_raw_fd`, so we own it and close it once.
+            // std's Drop would ignore the result; NFS reports deferred write errors here.
+            if unsafe { libc::close(fd) } != 0 {
+                return Err(ctx("close", &path)(io::Error::last_os_error()));
+            }
+            Ok(())
+        })
+        .await
+    }
+}
