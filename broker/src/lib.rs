@@ -1,1 +1,10 @@
+//! The kaas broker: everything a broker process does, on top of `vfs`.
+//!
+//! All filesystem access goes through [`vfs::Vfs`]; all time, randomness,
+//! tasks and sockets come from madsim / madsim-tokio, so the same code runs
+//! in production and in the deterministic simulator.
 
+pub mod config;
+pub mod heartbeat;
+pub mod layout;
+pub mod node;

@@ -1,1 +1,96 @@
-fn main() {}
+//! `kaas`: the production broker binary (real tokio, POSIX volume).
+
+#[cfg(not(madsim))]
+fn main() -> std::process::ExitCode {
+    production::main()
+}
+
+#[cfg(madsim)]
+fn main() {
+    eprintln!(
+        "kaas: this binary was built for the simulator (--cfg madsim); \
+         build it without that flag to run a real broker"
+    );
+    std::process::exit(2);
+}
+
+#[cfg(not(madsim))]
+mod production {
+    use std::process::ExitCode;
+    use std::sync::Arc;
+
+    use broker::config::Config;
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    use vfs::PosixVfs;
+
+    pub fn main() -> ExitCode {
+        init_logging();
+        let matches = Config::command().get_matches();
+        let explicit_dir = matches.value_source("data_dir") != Some(ValueSource::DefaultValue);
+        let config = match Config::from_arg_matches(&matches) {
+            Ok(c) => c,
+            Err(e) => e.exit(),
+        };
+        let volume = if explicit_dir {
+            PosixVfs::open_volume(&config.data_dir)
+        } else {
+            PosixVfs::open_or_create_local(&config.data_dir)
+        };
+        let volume = match volume {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("kaas: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("kaas: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(data_dir = %volume.root().display(), "volume opened");
+        match runtime.block_on(broker::node::run(
+            Arc::new(volume),
+            config,
+            shutdown_signal(),
+        )) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kaas: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    fn init_logging() {
+        use tracing_subscriber::EnvFilter;
+        let filter = EnvFilter::try_from_env("KAAS_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+
+    /// Completes on ctrl-c or SIGTERM (what Kubernetes sends before killing a pod).
+    async fn shutdown_signal() {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; ctrl-c only");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutdown requested");
+    }
+}

@@ -43,6 +43,25 @@ impl PosixVfs {
         })
     }
 
+    /// Like [`PosixVfs::open_volume`], but first creates `root` (one level)
+    /// if it is missing. Only for the laptop default: a missing explicit data
+    /// directory usually means a volume that is not mounted, and writing to
+    /// the container's own disk instead would lose data silently.
+    pub fn open_or_create_local(root: impl AsRef<Path>) -> io::Result<Self> {
+        let root = root.as_ref();
+        match fs::create_dir(root) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("creating data directory {}: {e}", root.display()),
+                ));
+            }
+        }
+        Self::open_volume(root)
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

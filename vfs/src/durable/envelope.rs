@@ -39,6 +39,8 @@ pub enum EnvelopeError {
     Truncated { expected: usize, found: usize },
     #[error("{0} unexpected bytes after the end of the envelope")]
     TrailingBytes(usize),
+    #[error("content does not parse: {0}")]
+    Payload(String),
     #[error("checksum mismatch (stored {stored:08x}, computed {computed:08x}): torn or corrupt")]
     Checksum { stored: u32, computed: u32 },
 }

@@ -1,0 +1,120 @@
+//! One broker process: the part that is the same in production and simulation.
+
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vfs::Vfs;
+
+use crate::config::Config;
+use crate::heartbeat::{self, Heartbeat};
+use crate::layout;
+
+/// Runs a broker on `vfs` until `shutdown` completes.
+///
+/// Start-up errors (a volume that cannot be prepared) are returned; a failed
+/// heartbeat is retried at the next tick, since the end state ("my latest
+/// heartbeat is published") is simply re-driven.
+pub async fn run(
+    vfs: Arc<dyn Vfs>,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    prepare_volume(vfs.as_ref()).await?;
+    let swept = heartbeat::sweep(vfs.as_ref(), config.broker_id).await?;
+    let mut hb = Heartbeat {
+        broker_id: config.broker_id,
+        incarnation: madsim::rand::random(),
+        sequence: 0,
+        advertised: config.advertised(),
+    };
+    tracing::info!(
+        broker_id = hb.broker_id,
+        incarnation = format_args!("{:016x}", hb.incarnation),
+        swept,
+        "broker started"
+    );
+    let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
+    tokio::pin!(shutdown);
+    loop {
+        match heartbeat::write(vfs.as_ref(), &hb).await {
+            Ok(()) => hb.sequence += 1,
+            Err(e) => tracing::warn!(error = %e, "heartbeat not published; retrying next tick"),
+        }
+        tokio::select! {
+            () = &mut shutdown => break,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+    tracing::info!(broker_id = hb.broker_id, "broker stopped");
+    Ok(())
+}
+
+/// Creates the top-level directories. Racing brokers all succeed: `mkdir` is
+/// atomic and `AlreadyExists` is the end state we want.
+pub async fn prepare_volume(vfs: &dyn Vfs) -> io::Result<()> {
+    for dir in layout::TOP_LEVEL {
+        match vfs.mkdir(Path::new(dir)).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let meta = vfs.stat(Path::new(dir)).await?;
+                if meta.kind != vfs::FileKind::Dir {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotADirectory,
+                        format!("preparing the volume: `{dir}` exists but is not a directory"),
+                    ));
+                }
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("preparing the volume: {e}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[tokio::test]
+    async fn publishes_heartbeats_until_shutdown() {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        let config =
+            Config::try_parse_from(["kaas", "--broker-id", "4", "--heartbeat-interval-secs", "1"])
+                .unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let broker = tokio::spawn(run(vfs.clone(), config, async {
+            let _ = stop_rx.await;
+        }));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let hb = heartbeat::read(vfs.as_ref(), 4).await.unwrap();
+        assert_eq!(hb.broker_id, 4);
+        assert!(
+            hb.sequence >= 2,
+            "three ticks in 2.5 s, got {}",
+            hb.sequence
+        );
+        stop_tx.send(()).unwrap();
+        broker.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_volume_that_cannot_be_prepared_is_a_clear_error() {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        // A file where the brokers directory should be.
+        vfs.open(Path::new("brokers"), vfs::OpenOptions::create_new())
+            .await
+            .unwrap();
+        let config = Config::try_parse_from(["kaas"]).unwrap();
+        let err = run(vfs, config, std::future::pending()).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotADirectory);
+        assert!(err.to_string().contains("`brokers` exists"), "{err}");
+    }
+}
