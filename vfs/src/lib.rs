@@ -12,6 +12,7 @@
 
 pub mod durable;
 mod mem;
+pub mod model;
 pub mod path;
 #[cfg(not(madsim))]
 mod posix;

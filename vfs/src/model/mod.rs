@@ -1,0 +1,330 @@
+//! A model of NFS for the simulator: one server shared by many client hosts.
+//!
+//! Each host ([`ModelHost`], a [`Vfs`]) has its own attribute cache, lookup
+//! cache (negative entries too), directory-listing cache, page cache and
+//! dirty pages, with the behaviour of the Linux NFS client: `open` resolves
+//! names at the server and revalidates (close-to-open), while `stat`,
+//! existence answers, `read_dir` and reads through an older handle may be
+//! stale until the cache timeouts; a file unlinked while open on the same
+//! host is silly-renamed to `.nfs…`; other hosts get ESTALE. Faults (partial
+//! write-back, crashes, lost replies, EIO, ENOSPC, latency, stalls, server
+//! restarts, interrupted two-step operations) are switched on by
+//! [`NfsConfig`] and driven only by the seed and the simulation clock.
+//!
+//! Everything lives in one [`ModelNfs`] value: two simulations never share
+//! anything.
+
+mod config;
+mod errno;
+mod host;
+mod server;
+mod stats;
+mod world;
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+pub use config::{Faults, NfsConfig};
+pub use stats::FaultStats;
+
+use errno::Errno;
+use server::Fh;
+use world::World;
+
+use crate::{DirEntry, FileKind, Metadata, OpenOptions, Vfs, VfsFile, path};
+
+/// One NFS server and the clients of every host that mounts it.
+#[derive(Clone)]
+pub struct ModelNfs {
+    world: Arc<Mutex<World>>,
+}
+
+impl ModelNfs {
+    pub fn new(config: NfsConfig, seed: u64) -> Self {
+        Self {
+            world: Arc::new(Mutex::new(World::new(config, seed))),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The view of host `id` (created on first use).
+    pub fn host(&self, id: u32) -> ModelHost {
+        self.lock().host(id);
+        ModelHost {
+            nfs: self.clone(),
+            id,
+        }
+    }
+
+    /// Host `id` starts (again). If its previous incarnation did anything
+    /// and was not crashed explicitly, that incarnation crashed now: a
+    /// process never leaves a host any other way in the simulator.
+    pub fn boot_host(&self, id: u32) -> ModelHost {
+        let mut w = self.lock();
+        if w.hosts.get(&id).is_some_and(|h| h.used) {
+            w.crash_host(id);
+        }
+        w.host(id);
+        drop(w);
+        self.host(id)
+    }
+
+    /// Crash semantics for host `id`: unflushed writes lost (some may have
+    /// landed), caches gone, its `.nfs` files left on the server for good.
+    pub fn crash_host(&self, id: u32) {
+        self.lock().crash_host(id);
+    }
+
+    /// The server restarts: data written but not committed is dropped.
+    pub fn restart_server(&self) {
+        self.lock().restart_server();
+    }
+
+    pub fn stats(&self) -> FaultStats {
+        self.lock().stats
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.lock().server.used_bytes()
+    }
+
+    /// The server's tree, one line per name (`path kind size`), depth first
+    /// in name order: the same state always prints the same text.
+    pub fn dump(&self) -> String {
+        let mut out = String::new();
+        for (path, kind, size) in self.lock().server.walk() {
+            let kind = match kind {
+                FileKind::Dir => "dir",
+                FileKind::File => "file",
+                FileKind::Other => "other",
+            };
+            out.push_str(&format!("{path} {kind} {size}\n"));
+        }
+        out
+    }
+
+    /// Every `.nfs` file on the server.
+    pub fn nfs_leftovers(&self) -> Vec<String> {
+        self.lock()
+            .server
+            .walk()
+            .into_iter()
+            .map(|(p, _, _)| p)
+            .filter(|p| {
+                p.rsplit('/')
+                    .next()
+                    .is_some_and(crate::durable::is_nfs_silly_rename)
+            })
+            .collect()
+    }
+
+    /// The operations recorded so far (`NfsConfig::trace`).
+    pub fn trace(&self) -> Vec<String> {
+        self.lock().trace.clone()
+    }
+
+    /// A digest of the trace (FNV-1a over its lines): equal traces, equal digests.
+    pub fn trace_digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for line in &self.lock().trace {
+            for b in line.bytes().chain(std::iter::once(b'\n')) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+/// One host's client view of the model NFS.
+#[derive(Clone)]
+pub struct ModelHost {
+    nfs: ModelNfs,
+    id: u32,
+}
+
+impl ModelHost {
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn nfs(&self) -> &ModelNfs {
+        &self.nfs
+    }
+
+    async fn delay(&self) {
+        let d = self.nfs.lock().latency();
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+    }
+
+    /// Runs one operation under the lock, after its latency, and traces it.
+    async fn op<T>(
+        &self,
+        name: &'static str,
+        path: &Path,
+        f: impl FnOnce(&mut World, u32, &str) -> Result<T, Errno>,
+    ) -> io::Result<T> {
+        path::check(path)?;
+        let p = path.to_str().unwrap_or_default();
+        self.delay().await;
+        let mut w = self.nfs.lock();
+        let result = f(&mut w, self.id, p);
+        finish(&mut w, self.id, name, p, result)
+    }
+}
+
+fn finish<T>(
+    w: &mut World,
+    host: u32,
+    op: &str,
+    path: &str,
+    result: Result<T, Errno>,
+) -> io::Result<T> {
+    w.after_op();
+    if w.config.trace {
+        let at = tokio::time::Instant::now().duration_since(w.epoch);
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.name(),
+        };
+        w.trace.push(format!(
+            "{:.6} h{host} {op} {path} -> {outcome}",
+            at.as_secs_f64()
+        ));
+    }
+    result.map_err(|e| e.to_io(host, op, path))
+}
+
+#[async_trait]
+impl Vfs for ModelHost {
+    async fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
+        let fh = self.op("open", path, |w, h, p| w.open(h, p, opts)).await?;
+        let incarnation = self.nfs.lock().host(self.id).incarnation;
+        Ok(Box::new(ModelFile {
+            host: self.clone(),
+            incarnation,
+            fh,
+            writable: opts.write,
+            path: path.to_string_lossy().into(),
+            closed: false,
+        }))
+    }
+
+    async fn stat(&self, path: &Path) -> io::Result<Metadata> {
+        self.op("stat", path, |w, h, p| w.stat(h, p)).await
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        path::check(to)?;
+        let to_str = to.to_str().unwrap_or_default().to_owned();
+        let plan = self
+            .op("rename-begin", from, |w, h, p| {
+                w.rename_begin(h, p, &to_str)
+            })
+            .await?;
+        let from_str = from.to_str().unwrap_or_default();
+        if plan.two_step {
+            // Between the two requests the target name is missing for others.
+            self.delay().await;
+            tokio::task::yield_now().await;
+            let mut w = self.nfs.lock();
+            if w.interrupted() {
+                return finish::<()>(&mut w, self.id, "rename-step2", from_str, Err(Errno::Io));
+            }
+            drop(w);
+        }
+        let mut w = self.nfs.lock();
+        let result = w.rename_finish(self.id, &plan);
+        finish(&mut w, self.id, "rename", from_str, result)
+    }
+
+    async fn unlink(&self, path: &Path) -> io::Result<()> {
+        self.op("unlink", path, |w, h, p| w.unlink(h, p)).await
+    }
+
+    async fn mkdir(&self, path: &Path) -> io::Result<()> {
+        self.op("mkdir", path, |w, h, p| w.mkdir(h, p)).await
+    }
+
+    async fn rmdir(&self, path: &Path) -> io::Result<()> {
+        self.op("rmdir", path, |w, h, p| w.rmdir(h, p)).await
+    }
+
+    async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.op("read_dir", path, |w, h, p| w.read_dir(h, p)).await
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.op("sync_dir", path, |w, h, p| w.sync_dir(h, p)).await
+    }
+}
+
+struct ModelFile {
+    host: ModelHost,
+    incarnation: u32,
+    fh: Fh,
+    writable: bool,
+    path: Arc<str>,
+    closed: bool,
+}
+
+impl ModelFile {
+    async fn op<T>(
+        &self,
+        name: &'static str,
+        f: impl FnOnce(&mut World, u32, u32, Fh) -> Result<T, Errno>,
+    ) -> io::Result<T> {
+        self.host.delay().await;
+        let mut w = self.host.nfs.lock();
+        let result = f(&mut w, self.host.id, self.incarnation, self.fh);
+        finish(&mut w, self.host.id, name, &self.path, result)
+    }
+}
+
+impl Drop for ModelFile {
+    fn drop(&mut self) {
+        if !self.closed {
+            let mut w = self.host.nfs.lock();
+            let _ = w.close(self.host.id, self.incarnation, self.fh);
+        }
+    }
+}
+
+#[async_trait]
+impl VfsFile for ModelFile {
+    async fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        self.op("read", |w, h, inc, fh| w.read(h, inc, fh, offset, len))
+            .await
+            .map(Bytes::from)
+    }
+
+    async fn write_at(&self, offset: u64, data: Bytes) -> io::Result<()> {
+        if !self.writable {
+            let mut w = self.host.nfs.lock();
+            return finish(&mut w, self.host.id, "write", &self.path, Err(Errno::BadF));
+        }
+        self.op("write", |w, h, inc, fh| w.write(h, inc, fh, offset, &data))
+            .await
+    }
+
+    async fn fsync(&self) -> io::Result<()> {
+        self.op("fsync", |w, h, inc, fh| w.fsync(h, inc, fh)).await
+    }
+
+    async fn stat(&self) -> io::Result<Metadata> {
+        self.op("fstat", |w, h, inc, fh| w.fstat(h, inc, fh)).await
+    }
+
+    async fn close(mut self: Box<Self>) -> io::Result<()> {
+        self.closed = true;
+        self.op("close", |w, h, inc, fh| w.close(h, inc, fh)).await
+    }
+}
