@@ -152,6 +152,28 @@ impl World {
         }
     }
 
+    /// A call that changes directories. On failure the client cannot tell
+    /// what happened, so it revalidates those directories before trusting
+    /// their cached names again.
+    fn dir_call<T>(
+        &mut self,
+        h: u32,
+        dirs: &[Fh],
+        retransmit: Option<Errno>,
+        f: impl FnOnce(&mut Server) -> R<T>,
+    ) -> R<T> {
+        let result = self.call(retransmit, f);
+        if result.is_err() {
+            let host = self.host(h);
+            for dir in dirs {
+                if let Some(e) = host.attrs.get_mut(&dir.id) {
+                    e.timeout = Duration::ZERO;
+                }
+            }
+        }
+        result
+    }
+
     /// Memory pressure: one host sends a random subset of its dirty pages.
     pub fn after_op(&mut self) {
         let p = self.config.faults.writeback_probability;
@@ -319,7 +341,8 @@ impl World {
             Create::IfMissing | Create::Exclusive => {
                 let exclusive = opts.create == Create::Exclusive;
                 let retransmit = exclusive.then_some(Errno::Exist);
-                let (fh, wcc) = self.call(retransmit, |s| s.create(dir, name, exclusive))?;
+                let (fh, wcc) =
+                    self.dir_call(h, &[dir], retransmit, |s| s.create(dir, name, exclusive))?;
                 self.note_dir_change(h, dir, wcc);
                 self.host(h).set_dentry(dir, name, Some(fh));
                 fh
@@ -393,7 +416,9 @@ impl World {
         if self.host(h).is_open(target.id) {
             // The Linux client keeps an open file alive by renaming it.
             let silly = self.host(h).silly_name(target.id);
-            let (wcc, _) = self.call(Some(Errno::NoEnt), |s| s.rename(dir, name, dir, &silly))?;
+            let (wcc, _) = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| {
+                s.rename(dir, name, dir, &silly)
+            })?;
             self.note_dir_change(h, dir, wcc);
             let host = self.host(h);
             host.set_dentry(dir, name, None);
@@ -401,7 +426,7 @@ impl World {
             host.silly.insert(target.id, (dir, silly));
             return Ok(());
         }
-        let wcc = self.call(Some(Errno::NoEnt), |s| s.remove(dir, name))?;
+        let wcc = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.remove(dir, name))?;
         self.note_dir_change(h, dir, wcc);
         let host = self.host(h);
         host.set_dentry(dir, name, None);
@@ -416,7 +441,7 @@ impl World {
             return Err(Errno::Exist);
         }
         self.host(h).used = true;
-        let (fh, wcc) = self.call(Some(Errno::Exist), |s| s.mkdir(dir, name))?;
+        let (fh, wcc) = self.dir_call(h, &[dir], Some(Errno::Exist), |s| s.mkdir(dir, name))?;
         self.note_dir_change(h, dir, wcc);
         self.host(h).set_dentry(dir, name, Some(fh));
         Ok(())
@@ -426,7 +451,7 @@ impl World {
         let (dir, name) = self.resolve_parent(h, path)?;
         let target = self.lookup_cached(h, dir, name)?.ok_or(Errno::NoEnt)?;
         self.host(h).used = true;
-        let wcc = self.call(Some(Errno::NoEnt), |s| s.rmdir(dir, name))?;
+        let wcc = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.rmdir(dir, name))?;
         self.note_dir_change(h, dir, wcc);
         let host = self.host(h);
         host.set_dentry(dir, name, None);
@@ -455,7 +480,7 @@ impl World {
         };
         if let Some(t) = target.filter(|t| *t != source && self.host(h).is_open(t.id)) {
             let silly = self.host(h).silly_name(t.id);
-            let (wcc, _) = self.call(Some(Errno::NoEnt), |s| {
+            let (wcc, _) = self.dir_call(h, &[to_dir], Some(Errno::NoEnt), |s| {
                 s.rename(to_dir, to_name, to_dir, &silly)
             })?;
             self.note_dir_change(h, to_dir, wcc);
@@ -478,7 +503,8 @@ impl World {
     }
 
     pub fn rename_finish(&mut self, h: u32, plan: &RenamePlan) -> R<()> {
-        let (from_wcc, to_wcc) = self.call(Some(Errno::NoEnt), |s| {
+        let dirs = [plan.from_dir, plan.to_dir];
+        let (from_wcc, to_wcc) = self.dir_call(h, &dirs, Some(Errno::NoEnt), |s| {
             s.rename(plan.from_dir, &plan.from, plan.to_dir, &plan.to)
         })?;
         self.note_dir_change(h, plan.from_dir, from_wcc);
@@ -753,7 +779,7 @@ impl World {
         self.server.open_state(fh.id, -1);
         if last {
             if let Some((dir, silly)) = self.host(h).silly.remove(&fh.id) {
-                match self.call(Some(Errno::NoEnt), |s| s.remove(dir, &silly)) {
+                match self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.remove(dir, &silly)) {
                     Ok(wcc) => self.note_dir_change(h, dir, wcc),
                     // A failed delete leaves the `.nfs` file behind for good,
                     // as on a real client.
