@@ -22,8 +22,11 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    prepare_volume(vfs.as_ref()).await?;
-    let swept = heartbeat::sweep(vfs.as_ref(), config.broker_id).await?;
+    let swept = redrive("preparing the volume", || async {
+        prepare_volume(vfs.as_ref()).await?;
+        heartbeat::sweep(vfs.as_ref(), config.broker_id).await
+    })
+    .await?;
     let mut hb = Heartbeat {
         broker_id: config.broker_id,
         incarnation: madsim::rand::random(),
@@ -38,10 +41,19 @@ pub async fn run(
     );
     let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
     tokio::pin!(shutdown);
+    let mut temps_left = false;
     loop {
+        // A failed replace may leave its temp file; this broker is the only
+        // writer of its heartbeat, so it sweeps its own leftovers.
+        if temps_left {
+            temps_left = heartbeat::sweep(vfs.as_ref(), hb.broker_id).await.is_err();
+        }
         match heartbeat::write(vfs.as_ref(), &hb).await {
             Ok(()) => hb.sequence += 1,
-            Err(e) => tracing::warn!(error = %e, "heartbeat not published; retrying next tick"),
+            Err(e) => {
+                temps_left = true;
+                tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
+            }
         }
         tokio::select! {
             () = &mut shutdown => break,
@@ -50,6 +62,41 @@ pub async fn run(
     }
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
+}
+
+/// Retries a start-up step whose end state is safe to re-drive, until it
+/// succeeds, a permanent error (wrong layout, permissions, bad input) shows
+/// up, or a bounded number of attempts failed.
+async fn redrive<T, F, Fut>(what: &str, mut step: F) -> io::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = io::Result<T>>,
+{
+    const ATTEMPTS: u32 = 10;
+    let mut attempt = 1;
+    loop {
+        match step().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < ATTEMPTS && !is_permanent(&e) => {
+                tracing::warn!(error = %e, attempt, "{what} failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_permanent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotADirectory
+            | io::ErrorKind::IsADirectory
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 /// Creates the top-level directories. Racing brokers all succeed: `mkdir` is

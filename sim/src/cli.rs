@@ -13,11 +13,11 @@ pub fn main() -> ExitCode {
     init_logging();
     let mut failed = Vec::new();
     for seed in args.seed..args.seed.saturating_add(args.count) {
-        let report = harness::run(&Options {
+        let report = harness::run(&Options::new(
             seed,
-            brokers: args.brokers,
-            duration: Duration::from_secs(args.duration_secs),
-        });
+            args.brokers,
+            Duration::from_secs(args.duration_secs),
+        ));
         if args.verbose {
             for line in &report.trace {
                 println!("  {line}");
@@ -25,8 +25,12 @@ pub fn main() -> ExitCode {
         }
         let verdict = if report.passed() { "PASS" } else { "FAIL" };
         println!(
-            "seed={seed} digest={} events={} faults={} verdict={verdict}",
-            report.digest, report.events, report.faults
+            "seed={seed} digest={} events={} faults={} nfs-faults={} nfs-leftovers={} verdict={verdict}",
+            report.digest,
+            report.events,
+            report.faults,
+            nfs_fault_count(&report.nfs),
+            report.nfs_leftovers
         );
         if !report.passed() {
             for v in &report.violations {
@@ -53,9 +57,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn nfs_fault_count(s: &vfs::model::FaultStats) -> u64 {
+    s.writebacks + s.lost_replies + s.eio + s.enospc + s.interrupts + s.stalls + s.crashes
+}
+
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("KAAS_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_env("KAAS_LOG").unwrap_or_else(|_| EnvFilter::new("error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -12,8 +12,10 @@ use clap::Parser;
 use madsim::rand::Rng;
 use madsim::runtime::{Handle, NodeHandle, Runtime};
 use tokio::time::Instant;
-use vfs::{MemVfs, Vfs};
+use vfs::Vfs;
+use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
+use crate::nfs_hook::NfsCrashHook;
 use crate::trace::Trace;
 
 #[derive(Clone, Debug)]
@@ -21,6 +23,20 @@ pub struct Options {
     pub seed: u64,
     pub brokers: u32,
     pub duration: Duration,
+    /// The shared volume's behaviour and faults.
+    pub nfs: NfsConfig,
+}
+
+impl Options {
+    /// The default run: `brokers` brokers on a hostile model NFS.
+    pub fn new(seed: u64, brokers: u32, duration: Duration) -> Self {
+        Self {
+            seed,
+            brokers,
+            duration,
+            nfs: NfsConfig::hostile(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -29,6 +45,10 @@ pub struct Report {
     pub digest: String,
     pub events: usize,
     pub faults: usize,
+    /// What the model NFS injected.
+    pub nfs: FaultStats,
+    /// `.nfs` files left on the volume at the end.
+    pub nfs_leftovers: usize,
     pub violations: Vec<String>,
     pub trace: Vec<String>,
 }
@@ -52,7 +72,8 @@ pub fn run(opts: &Options) -> Report {
         .name(format!("sim-seed-{seed}"))
         .spawn(move || {
             let rt = Runtime::with_seed_and_config(opts.seed, madsim::Config::default());
-            rt.block_on(simulate(opts))
+            rt.add_simulator::<NfsCrashHook>();
+            rt.block_on(simulate(opts, true))
         })
         .map_err(|e| format!("cannot start the simulation thread: {e}"))
         .and_then(|t| t.join().map_err(|payload| panic_message(payload.as_ref())))
@@ -61,6 +82,8 @@ pub fn run(opts: &Options) -> Report {
             digest: "-".to_owned(),
             events: 0,
             faults: 0,
+            nfs: FaultStats::default(),
+            nfs_leftovers: 0,
             violations: vec![format!("panic: {why}")],
             trace: Vec::new(),
         })
@@ -74,21 +97,37 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
 
-pub async fn simulate(opts: Options) -> Report {
+/// NFS host id of the observer (brokers use their broker id).
+const OBSERVER_HOST: u32 = 1_000;
+
+/// One run inside the current madsim runtime. With `crash_hook`, the
+/// [`NfsCrashHook`] plugin (registered by [`run`]) applies crash semantics
+/// the instant a node is killed; without it, at the node's next boot.
+pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let handle = Handle::current();
-    let volume = MemVfs::new();
+    let nfs = ModelNfs::new(opts.nfs.clone(), madsim::rand::random());
+    let hook = crash_hook.then(madsim::plugin::simulator::<NfsCrashHook>);
+    if let Some(hook) = &hook {
+        hook.attach(nfs.clone());
+    }
     let trace = Trace::default();
     let start = Instant::now();
     let stamp = move || format!("{:>9.3}s", start.elapsed().as_secs_f64());
 
     let brokers: Vec<NodeHandle> = (0..opts.brokers)
-        .map(|id| start_broker(&handle, &volume, id))
+        .map(|id| {
+            let node = start_broker(&handle, &nfs, id);
+            if let Some(hook) = &hook {
+                hook.map(node.id(), id);
+            }
+            node
+        })
         .collect();
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
     observer.spawn(observe(
-        Arc::new(volume.clone()),
+        Arc::new(nfs.host(OBSERVER_HOST)),
         opts.brokers,
         trace.clone(),
         violations.clone(),
@@ -113,11 +152,15 @@ pub async fn simulate(opts: Options) -> Report {
     for v in &violations {
         trace.record(format!("violation {v}"));
     }
+    let stats = nfs.stats();
+    trace.record(format!("nfs {stats:?}"));
     Report {
         seed: opts.seed,
         digest: trace.digest(),
         events: trace.len(),
         faults: 2,
+        nfs: stats,
+        nfs_leftovers: nfs.nfs_leftovers().len(),
         violations,
         trace: trace.lines(),
     }
@@ -137,7 +180,7 @@ impl Violations {
     }
 }
 
-fn start_broker(handle: &Handle, volume: &MemVfs, id: u32) -> NodeHandle {
+fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
     let config = Config::try_parse_from([
         "kaas".to_owned(),
@@ -149,13 +192,14 @@ fn start_broker(handle: &Handle, volume: &MemVfs, id: u32) -> NodeHandle {
         HEARTBEAT_SECS.to_string(),
     ])
     .expect("simulator builds a valid broker config");
-    let vfs: Arc<dyn Vfs> = Arc::new(volume.clone());
+    let nfs = nfs.clone();
     handle
         .create_node()
         .name(format!("broker-{id}"))
         .ip(ip)
         .init(move || {
-            let (vfs, config) = (vfs.clone(), config.clone());
+            let vfs: Arc<dyn Vfs> = Arc::new(nfs.boot_host(id));
+            let config = config.clone();
             async move {
                 if let Err(e) = broker::node::run(vfs, config, std::future::pending()).await {
                     tracing::error!(error = %e, "broker exited");
@@ -203,8 +247,17 @@ pub async fn observe(
                     }
                     continue;
                 }
-                Err(e) => {
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     violations.push(format!("{} torn-read broker-{id}: {e}", stamp()));
+                    continue;
+                }
+                // EIO and friends: the volume said no this time; ask again later.
+                Err(e) => {
+                    trace.record(format!(
+                        "{} observe broker-{id} error {:?}",
+                        stamp(),
+                        e.kind()
+                    ));
                     continue;
                 }
             };

@@ -11,6 +11,8 @@ pub mod args;
 pub mod cli;
 #[cfg(madsim)]
 pub mod harness;
+#[cfg(madsim)]
+pub mod nfs_hook;
 #[cfg(not(madsim))]
 pub mod relaunch;
 pub mod trace;

@@ -15,11 +15,7 @@ use sim::trace::Trace;
 use vfs::{MemVfs, Vfs};
 
 fn opts(seed: u64) -> Options {
-    Options {
-        seed,
-        brokers: 3,
-        duration: Duration::from_secs(40),
-    }
+    Options::new(seed, 3, Duration::from_secs(40))
 }
 
 #[test]
@@ -44,7 +40,7 @@ fn different_seeds_give_different_digests() {
 fn every_random_draw_replays() {
     // madsim runs the seed twice and panics if any random draw differs.
     let report = madsim::runtime::Runtime::check_determinism(11, madsim::Config::default(), || {
-        harness::simulate(opts(11))
+        harness::simulate(opts(11), false)
     });
     assert!(report.passed(), "{:?}", report.violations);
 }
