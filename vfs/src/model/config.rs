@@ -98,6 +98,37 @@ impl NfsConfig {
         }
     }
 
+    /// Checks that every probability is within `0.0..=1.0` and every range
+    /// is ordered, naming the first field that is not.
+    pub fn validate(&self) -> Result<(), String> {
+        let f = &self.faults;
+        let probabilities = [
+            ("writeback_probability", f.writeback_probability),
+            ("crash_landed_probability", f.crash_landed_probability),
+            ("lost_reply_probability", f.lost_reply_probability),
+            ("eio_probability", f.eio_probability),
+            ("eio_applied_share", f.eio_applied_share),
+            ("enospc_probability", f.enospc_probability),
+            ("interrupt_probability", f.interrupt_probability),
+            ("stall_probability", f.stall_probability),
+        ];
+        for (name, p) in probabilities {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("faults.{name} = {p}: must be between 0 and 1"));
+            }
+        }
+        if f.latency_min_us > f.latency_max_us {
+            return Err(format!(
+                "faults.latency_min_us ({}) exceeds faults.latency_max_us ({})",
+                f.latency_min_us, f.latency_max_us
+            ));
+        }
+        if self.acregmin_ms > self.acregmax_ms || self.acdirmin_ms > self.acdirmax_ms {
+            return Err("a cache timeout minimum exceeds its maximum".to_owned());
+        }
+        Ok(())
+    }
+
     pub(crate) fn file_timeouts(&self) -> (Duration, Duration) {
         (
             Duration::from_millis(self.acregmin_ms),
@@ -110,5 +141,37 @@ impl NfsConfig {
             Duration::from_millis(self.acdirmin_ms),
             Duration::from_millis(self.acdirmax_ms.max(self.acdirmin_ms)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_configs_fill_in_defaults_and_unknown_fields_are_rejected() {
+        let c: NfsConfig = serde_json::from_str(
+            r#"{"acregmin_ms": 0, "faults": {"lost_reply_probability": 0.5}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.acregmin_ms, 0);
+        assert_eq!(c.acdirmin_ms, 30_000);
+        assert_eq!(c.faults.lost_reply_probability, 0.5);
+        assert_eq!(c.faults.eio_probability, 0.0);
+        let err =
+            serde_json::from_str::<NfsConfig>(r#"{"faults": {"eoi_probability": 1}}"#).unwrap_err();
+        assert!(err.to_string().contains("eoi_probability"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_bad_field() {
+        assert_eq!(NfsConfig::default().validate(), Ok(()));
+        assert_eq!(NfsConfig::hostile().validate(), Ok(()));
+        let mut c = NfsConfig::default();
+        c.faults.eio_probability = 1.5;
+        assert!(c.validate().unwrap_err().contains("eio_probability"));
+        let mut c = NfsConfig::default();
+        c.faults.latency_min_us = 10;
+        assert!(c.validate().unwrap_err().contains("latency_min_us"));
     }
 }
