@@ -77,6 +77,13 @@ async fn estale_on_the_next_uncached_read_after_another_host_unlinks() {
         ErrorKind::StaleNetworkFileHandle
     );
     assert_eq!(kind(fa.stat()).await, ErrorKind::StaleNetworkFileHandle);
+
+    // A write is buffered, so its ESTALE surfaces at the latest at fsync.
+    create(&b, "g", b"").await;
+    let ga = open_rw(&a, "g").await;
+    b.unlink(p("g")).await.unwrap();
+    ga.write_at(0, Bytes::from(page(3))).await.unwrap();
+    assert_eq!(kind(ga.fsync()).await, ErrorKind::StaleNetworkFileHandle);
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

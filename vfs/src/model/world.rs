@@ -221,11 +221,12 @@ impl World {
         let host = self.host(h);
         let timeout = match host.attrs.get(&fh.id) {
             Some(old) if old.attr.change == attr.change => (old.timeout * 2).clamp(min, max),
-            Some(_) => {
+            // Changed, or names cached before the directory's attributes
+            // were: nothing vouches for them, so they go.
+            Some(_) | None => {
                 host.purge_dir(fh.id);
                 min
             }
-            None => min,
         };
         host.attrs.insert(
             fh.id,
@@ -564,6 +565,9 @@ impl World {
     /// from the server when it is not cached.
     fn page(&mut self, h: u32, fh: Fh, page: u64, size: u64) -> R<Vec<u8>> {
         let valid = size.saturating_sub(page * PAGE as u64).min(PAGE as u64) as usize;
+        if valid == 0 {
+            return Ok(Vec::new());
+        }
         let cf = self.host(h).files.entry(fh.id).or_default();
         if let Some(d) = cf
             .dirty

@@ -1,0 +1,113 @@
+//! The durable-file primitives across hosts of a hostile model NFS.
+#![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use vfs::durable::{Claim, ClaimToken, atomic_replace, claim, open_envelope, seal};
+use vfs::model::{ModelNfs, NfsConfig};
+use vfs::{Vfs, read_file};
+
+fn version(n: u32) -> bytes::Bytes {
+    let body: Vec<u8> = std::iter::repeat_n(n as u8, 100 + (n as usize * 1_237) % 12_000)
+        .chain(n.to_be_bytes())
+        .collect();
+    seal("meta", &body)
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn readers_on_other_hosts_only_see_whole_versions_under_faults() {
+    let nfs = ModelNfs::new(NfsConfig::hostile(), 11);
+    let writer = nfs.host(1);
+    let path = Path::new("meta");
+    let mut first = 0;
+    while atomic_replace(&writer, path, version(0)).await.is_err() {
+        first += 1;
+        assert!(first < 20, "the first version never landed");
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (2..4)
+        .map(|h| {
+            let (host, done) = (nfs.host(h), done.clone());
+            tokio::spawn(async move {
+                let (mut seen, mut last) = (0, 0u32);
+                while !done.load(Ordering::SeqCst) {
+                    if let Ok(data) = read_file(&host, Path::new("meta")).await {
+                        let body = open_envelope("meta", &data)
+                            .unwrap_or_else(|e| panic!("host {h} saw a torn file: {e}"));
+                        let n = u32::from_be_bytes(body[body.len() - 4..].try_into().unwrap());
+                        assert_eq!(&data[..], &version(n)[..]);
+                        assert!(n >= last, "host {h} went back from {last} to {n}");
+                        (seen, last) = (seen + 1, n);
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for n in 1..=150 {
+        if atomic_replace(&writer, path, version(n)).await.is_err() {
+            failed += 1; // an injected fault; the next version re-drives
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done.store(true, Ordering::SeqCst);
+    for r in readers {
+        assert!(r.await.unwrap() > 20);
+    }
+    assert!(
+        nfs.stats().eio + nfs.stats().lost_replies > 0,
+        "faults were on"
+    );
+    assert!(failed < 150);
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn at_most_one_host_wins_a_claim_despite_lost_replies() {
+    let mut config = NfsConfig::hostile();
+    config.faults.lost_reply_probability = 0.3;
+    let nfs = ModelNfs::new(config, 12);
+    let mut undecided = 0;
+    for slot in 0..40 {
+        let path = PathBuf::from(format!("epoch-{slot}"));
+        let tasks: Vec<_> = (1..=4)
+            .map(|h| {
+                let (host, path) = (nfs.host(h), path.clone());
+                tokio::spawn(async move {
+                    let token = ClaimToken::fresh(&format!("host-{h}"));
+                    let outcome = claim(&host, &path, &token, b"").await;
+                    (token, outcome.ok())
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (token, outcome) = t.await.unwrap();
+            match outcome {
+                Some(Claim::Won) => winners.push(token),
+                Some(Claim::Undecided(_)) => undecided += 1,
+                _ => {}
+            }
+        }
+        assert!(winners.len() <= 1, "slot {slot}: {} winners", winners.len());
+        // Whoever won is who the volume names, for every host.
+        if let [winner] = winners.as_slice() {
+            let reader = nfs.host(9);
+            let data = read_file(&reader, &path).await.unwrap();
+            let body = open_envelope("claim", &data).unwrap();
+            let len = u32::from_be_bytes(body[..4].try_into().unwrap()) as usize;
+            assert_eq!(&body[4..4 + len], winner.as_bytes(), "slot {slot}");
+        }
+    }
+    assert!(nfs.stats().lost_replies > 0, "lost replies were injected");
+    assert!(
+        undecided > 0,
+        "a lost create reply leaves the slot undecided"
+    );
+}
