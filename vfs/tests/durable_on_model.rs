@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use vfs::durable::{Claim, ClaimToken, atomic_replace, claim, open_envelope, seal};
 use vfs::model::{ModelNfs, NfsConfig};
-use vfs::{Vfs, read_file};
+use vfs::read_file;
 
 fn version(n: u32) -> bytes::Bytes {
     let body: Vec<u8> = std::iter::repeat_n(n as u8, 100 + (n as usize * 1_237) % 12_000)
