@@ -7,4 +7,5 @@
 pub mod config;
 pub mod heartbeat;
 pub mod layout;
+pub mod log;
 pub mod node;

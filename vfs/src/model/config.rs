@@ -129,6 +129,18 @@ impl NfsConfig {
         Ok(())
     }
 
+    /// Caches, write-back, latency and stalls, but no failing requests: for
+    /// tests of races rather than of error handling.
+    pub fn hostile_without_errors() -> Self {
+        let mut c = Self::hostile();
+        c.faults.lost_reply_probability = 0.0;
+        c.faults.eio_probability = 0.0;
+        c.faults.enospc_probability = 0.0;
+        c.faults.interrupt_probability = 0.0;
+        c.faults.stall_probability = 0.0;
+        c
+    }
+
     pub(crate) fn file_timeouts(&self) -> (Duration, Duration) {
         (
             Duration::from_millis(self.acregmin_ms),

@@ -2,8 +2,10 @@
 //! wrapper that interrupts a sequence of operations at a chosen step.
 
 pub mod contract;
+mod counting;
 mod interrupt;
 
+pub use counting::{Counting, Counts};
 pub use interrupt::Interrupting;
 
 /// Expands to one async test per contract check, each on a fresh volume.

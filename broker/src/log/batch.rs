@@ -1,0 +1,293 @@
+//! Kafka record batches (magic v2) as they travel and as they are stored.
+//!
+//! kaas stores batches byte for byte as producers sent them. It validates the
+//! header and the CRC-32C, then rewrites only the two fields Kafka's CRC does
+//! not cover: the base offset and the partition leader epoch. Records are
+//! never decompressed or re-encoded, so every compression codec passes
+//! through untouched.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Bytes before the records: the fixed v2 header.
+pub const HEADER_LEN: usize = 61;
+/// `baseOffset` + `batchLength`: what precedes the length-counted part.
+pub const LOG_OVERHEAD: usize = 12;
+const MAGIC_OFFSET: usize = 16;
+const CRC_OFFSET: usize = 17;
+const ATTRIBUTES_OFFSET: usize = 21;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("batch is {0} bytes, shorter than the 61-byte v2 header")]
+    TooShort(usize),
+    #[error("batch length field says {declared} bytes, {available} available")]
+    Truncated { declared: usize, available: usize },
+    #[error("unsupported record batch magic {0} (only v2 is accepted)")]
+    Magic(i8),
+    #[error("CRC-32C mismatch: stored {stored:08x}, computed {computed:08x}")]
+    Crc { stored: u32, computed: u32 },
+    #[error("invalid batch header: {0}")]
+    Header(&'static str),
+}
+
+/// The header fields kaas needs, read from a validated batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Total bytes of the batch, header included.
+    pub size: usize,
+    pub leader_epoch: i32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records: i32,
+}
+
+impl BatchHeader {
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta)
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & 0x10 != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & 0x20 != 0
+    }
+}
+
+/// Reads the total size of the batch starting at `buf` from its length
+/// field, if at least the first 12 bytes are there.
+pub fn peek_size(buf: &[u8]) -> Option<usize> {
+    let len = i32::from_be_bytes(buf.get(8..12)?.try_into().ok()?);
+    usize::try_from(len).ok().map(|l| l + LOG_OVERHEAD)
+}
+
+/// Validates the batch at the start of `buf` (header, length, CRC) and
+/// returns its header. Bytes after the batch are ignored.
+pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    if buf.len() < HEADER_LEN {
+        return Err(BatchError::TooShort(buf.len()));
+    }
+    let magic = buf[MAGIC_OFFSET] as i8;
+    if magic != 2 {
+        return Err(BatchError::Magic(magic));
+    }
+    let size = peek_size(buf).ok_or(BatchError::Header("negative batch length"))?;
+    if size < HEADER_LEN {
+        return Err(BatchError::Header("batch length shorter than the header"));
+    }
+    if buf.len() < size {
+        return Err(BatchError::Truncated {
+            declared: size,
+            available: buf.len(),
+        });
+    }
+    let mut h = &buf[..HEADER_LEN];
+    let base_offset = h.get_i64();
+    let _length = h.get_i32();
+    let leader_epoch = h.get_i32();
+    let _magic = h.get_i8();
+    let stored = h.get_u32();
+    let computed = crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..size]);
+    if stored != computed {
+        return Err(BatchError::Crc { stored, computed });
+    }
+    let header = BatchHeader {
+        base_offset,
+        size,
+        leader_epoch,
+        attributes: h.get_i16(),
+        last_offset_delta: h.get_i32(),
+        base_timestamp: h.get_i64(),
+        max_timestamp: h.get_i64(),
+        producer_id: h.get_i64(),
+        producer_epoch: h.get_i16(),
+        base_sequence: h.get_i32(),
+        records: h.get_i32(),
+    };
+    if header.last_offset_delta < 0 {
+        return Err(BatchError::Header("negative last offset delta"));
+    }
+    if header.records < 1 {
+        return Err(BatchError::Header("a batch must hold at least one record"));
+    }
+    Ok(header)
+}
+
+/// Splits a produce request's record set into validated batches.
+pub fn split(records: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let header = parse(&records[at..])?;
+        at += header.size;
+        out.push(header);
+    }
+    Ok(out)
+}
+
+/// Sets the base offset and partition leader epoch of a stored batch.
+/// Neither field is covered by the CRC, so the batch stays valid.
+pub fn stamp(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
+    batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    batch[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// Builds an uncompressed v2 batch of `values` (no keys, no headers), the
+/// way a simple producer would. For tests, benchmarks and the simulator's
+/// clients.
+pub fn build(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer;
+    let mut records = BytesMut::new();
+    for (i, value) in values.iter().enumerate() {
+        let mut body = BytesMut::new();
+        body.put_i8(0); // record attributes
+        put_varlong(&mut body, 0); // timestamp delta
+        put_varlong(&mut body, i as i64); // offset delta
+        put_varlong(&mut body, -1); // null key
+        put_varlong(&mut body, value.len() as i64);
+        body.put_slice(value);
+        put_varlong(&mut body, 0); // no headers
+        put_varlong(&mut records, body.len() as i64);
+        records.put_slice(&body);
+    }
+    let count = values.len().max(1) as i32;
+    let mut b = BytesMut::with_capacity(HEADER_LEN + records.len());
+    b.put_i64(0);
+    b.put_i32((HEADER_LEN - LOG_OVERHEAD + records.len()) as i32);
+    b.put_i32(-1);
+    b.put_i8(2);
+    b.put_u32(0); // CRC, filled below
+    b.put_i16(0);
+    b.put_i32(count - 1);
+    b.put_i64(timestamp);
+    b.put_i64(timestamp);
+    b.put_i64(producer_id);
+    b.put_i16(producer_epoch);
+    b.put_i32(base_sequence);
+    b.put_i32(count);
+    b.put_slice(&records);
+    let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
+    b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+/// The values of an uncompressed batch's records (`None` if compressed or
+/// malformed). For checkers and tests that need to see what a batch holds.
+pub fn decode_values(batch: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let h = parse(batch).ok()?;
+    if h.attributes & 0x07 != 0 {
+        return None;
+    }
+    let mut rest = &batch[HEADER_LEN..h.size];
+    let mut values = Vec::new();
+    for _ in 0..h.records {
+        let len = get_varlong(&mut rest)? as usize;
+        let mut rec = rest.get(..len)?;
+        rest = &rest[len..];
+        rec.get(..1)?;
+        rec = &rec[1..]; // attributes
+        get_varlong(&mut rec)?; // timestamp delta
+        get_varlong(&mut rec)?; // offset delta
+        let key = get_varlong(&mut rec)?;
+        if key > 0 {
+            rec = rec.get(key as usize..)?;
+        }
+        let vlen = get_varlong(&mut rec)?;
+        values.push(if vlen < 0 {
+            Vec::new()
+        } else {
+            rec.get(..vlen as usize)?.to_vec()
+        });
+    }
+    Some(values)
+}
+
+fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
+    let mut z: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        z |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+        }
+    }
+    None
+}
+
+fn put_varlong(buf: &mut BytesMut, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        buf.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    buf.put_u8(z as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_parses_and_stamps() {
+        let b = build((7, 1, 10), 1_000, &[b"a", b"bc", b"def"]);
+        let h = parse(&b).unwrap();
+        assert_eq!(h.size, b.len());
+        assert_eq!(h.records, 3);
+        assert_eq!(h.last_offset_delta, 2);
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (7, 1, 10)
+        );
+        let mut stored = b.to_vec();
+        stamp(&mut stored, 42, 5);
+        let h = parse(&stored).unwrap();
+        assert_eq!(
+            (h.base_offset, h.leader_epoch, h.next_offset()),
+            (42, 5, 45)
+        );
+        let values = decode_values(&stored).unwrap();
+        assert_eq!(values, vec![b"a".to_vec(), b"bc".to_vec(), b"def".to_vec()]);
+    }
+
+    #[test]
+    fn every_corruption_and_truncation_is_rejected() {
+        let b = build((-1, -1, -1), 5, &[b"payload"]).to_vec();
+        for cut in 0..b.len() {
+            assert!(parse(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        for i in ATTRIBUTES_OFFSET..b.len() {
+            let mut bad = b.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                matches!(parse(&bad), Err(BatchError::Crc { .. })),
+                "byte {i}"
+            );
+        }
+        let mut v1 = b.clone();
+        v1[MAGIC_OFFSET] = 1;
+        assert_eq!(parse(&v1), Err(BatchError::Magic(1)));
+    }
+
+    #[test]
+    fn splits_a_record_set() {
+        let mut set = build((1, 0, 0), 1, &[b"x"]).to_vec();
+        set.extend_from_slice(&build((1, 0, 1), 2, &[b"y", b"z"]));
+        let batches = split(&set).unwrap();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[1].records, 2);
+        set.pop();
+        assert!(split(&set).is_err());
+    }
+}

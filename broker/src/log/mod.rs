@@ -1,0 +1,22 @@
+//! The partition log on the shared volume.
+//!
+//! ```text
+//! topics/<topic id>/topic.meta
+//! topics/<topic id>/<partition>/
+//!     epoch-<e>                     claim of leader epoch e (exclusive create)
+//!     manifest-<e>                  written only by epoch e's leader (atomic replace)
+//!     <base offset>-<e>.log         segments of epoch e, append-only
+//!     <base offset>-<e>.index       sparse offset index, written at roll
+//!     <base offset>-<e>.timeindex   sparse time index, written at roll
+//! topics/names/<name>               claim: which topic id holds the name
+//! ```
+
+pub mod batch;
+pub mod fence;
+pub mod manifest;
+pub mod partition;
+pub mod producers;
+pub mod scan;
+pub mod topic;
+
+pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult};

@@ -1,0 +1,758 @@
+//! A partition's log, as its leader for one epoch sees it.
+//!
+//! Takeover order (each step visible before the next starts):
+//! 1. claim `epoch-<E>`: the takeover is now visible, and the previous
+//!    leader is fenced at its next confirmation;
+//! 2. walk down from `E-1` to the newest epoch that wrote a manifest, giving
+//!    every epoch on the way a claim file (so its leader is fenced too);
+//! 3. seal that manifest's active segment at its last valid batch, scanning
+//!    only from the checkpoint (a torn tail or a zombie's late bytes after
+//!    it are cut off, and a line says so);
+//! 4. create this epoch's own segment and write `manifest-<E>` naming it;
+//! 5. producer state = checkpoint + the batches of the scanned tail.
+//!
+//! Appends share one write and one fsync per flush cycle, and are
+//! acknowledged only once a leadership check made after that fsync says this
+//! epoch is still current.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use vfs::durable::{ClaimToken, atomic_replace};
+use vfs::{OpenOptions, Vfs, VfsFile};
+
+use super::batch::{self, BatchError};
+use super::fence::{self, LeadershipFence};
+use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
+use super::producers::ProducerState;
+use super::scan::{SegmentIndex, scan};
+
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Roll to a new segment once the active one reaches this size.
+    pub segment_bytes: u64,
+    /// One sparse index entry per this many bytes of log.
+    pub index_interval_bytes: u64,
+    /// Rewrite the manifest's checkpoint after this many appended bytes, so
+    /// a takeover never scans more than this (plus one flush cycle).
+    pub checkpoint_bytes: u64,
+    /// Delete sealed segments whose newest record is older than this.
+    pub retention_ms: Option<i64>,
+    /// Delete the oldest sealed segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 256 << 20,
+            index_interval_bytes: 4096,
+            checkpoint_bytes: 16 << 20,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("invalid record batch: {0}")]
+    Corrupt(#[from] BatchError),
+    #[error("not the leader any more: epoch {0} was superseded")]
+    Fenced(u32),
+    #[error("offset {offset} is out of range [{start}, {end}]")]
+    OutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("the log stopped after a storage error: {0}")]
+    Failed(String),
+    #[error("storage: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Offsets an append received: the first and last offset of each batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+/// Batches read from the log, whole.
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+struct Pending {
+    records: Vec<u8>,
+    headers: Vec<batch::BatchHeader>,
+    reply: tokio::sync::oneshot::Sender<Result<Appended, String>>,
+}
+
+/// What the flusher owns: the active segment and the log's durable end.
+struct Writer {
+    file: Box<dyn VfsFile>,
+    position: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+    index: SegmentIndex,
+    since_checkpoint: u64,
+    producers: ProducerState,
+    manifest: Manifest,
+    failed: Option<String>,
+}
+
+/// What readers need, updated after each acknowledged flush.
+struct View {
+    segments: Vec<SegmentMeta>,
+    indexes: BTreeMap<(i64, u32), SegmentIndex>,
+    log_start_offset: i64,
+    high_watermark: i64,
+    /// Durable, acknowledged end of the active segment.
+    active_end: u64,
+    handles: BTreeMap<(i64, u32), Arc<dyn VfsFile>>,
+    /// Files whose deletion failed; re-driven by the next retention pass.
+    pending_deletes: Vec<PathBuf>,
+}
+
+pub struct PartitionLog {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    epoch: u32,
+    config: LogConfig,
+    fence: Arc<dyn LeadershipFence>,
+    queue: Mutex<Vec<Pending>>,
+    writer: tokio::sync::Mutex<Writer>,
+    view: Mutex<View>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PartitionLog {
+    /// Takes over the partition in `dir` as leader of `epoch` (see the
+    /// module docs for the order). Creates nothing but this epoch's claim,
+    /// fence claims of skipped epochs, this epoch's segment and manifest.
+    pub async fn open_as_leader(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        expected: (&str, u32),
+        epoch: u32,
+        token: &ClaimToken,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+    ) -> Result<Self, LogError> {
+        let v = vfs.as_ref();
+        if epoch == 0 {
+            return Err(
+                io::Error::new(io::ErrorKind::InvalidInput, "leader epochs start at 1").into(),
+            );
+        }
+        fence::claim_epoch(v, &dir, epoch, token).await?;
+        let mut previous = None;
+        for q in (0..epoch).rev() {
+            if q > 0 {
+                fence::fence_epoch(v, &dir, q, token).await?;
+            }
+            if let Some(m) = Manifest::read(v, &dir, q).await? {
+                previous = Some(m);
+                break;
+            }
+        }
+        let mut manifest = previous.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} holds no manifest: not a kaas partition", dir.display()),
+            )
+        })?;
+        if (manifest.topic_id.as_str(), manifest.partition) != expected {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} belongs to topic {} partition {}, expected {} partition {}",
+                    dir.display(),
+                    manifest.topic_id,
+                    manifest.partition,
+                    expected.0,
+                    expected.1
+                ),
+            )
+            .into());
+        }
+        let mut producers = manifest.producers.clone();
+        if let Some(last) = manifest.segments.last_mut() {
+            if let SegmentState::Active {
+                checkpoint_position,
+                checkpoint_next_offset,
+                max_timestamp,
+            } = last.state
+            {
+                let path = dir.join(last.file_name());
+                let file = v.open(&path, OpenOptions::read()).await?;
+                let tail = scan(
+                    file.as_ref(),
+                    checkpoint_position,
+                    checkpoint_next_offset,
+                    None,
+                )
+                .await;
+                let _ = file.close().await;
+                let tail = tail?;
+                if let Some(why) = &tail.cut {
+                    tracing::warn!(
+                        segment = %path.display(),
+                        cut_at = tail.end_position,
+                        ignored_bytes = tail.file_len - tail.end_position,
+                        "sealing at the last valid batch: {why}"
+                    );
+                }
+                for (_, h) in &tail.batches {
+                    producers.observe(h);
+                }
+                last.state = SegmentState::Sealed {
+                    end_position: tail.end_position,
+                    next_offset: tail.next_offset,
+                    max_timestamp: max_timestamp.max(tail.max_timestamp),
+                };
+            }
+        }
+        let next_offset = manifest.next_offset();
+        let own = SegmentMeta {
+            base_offset: next_offset,
+            epoch,
+            state: SegmentState::Active {
+                checkpoint_position: 0,
+                checkpoint_next_offset: next_offset,
+                max_timestamp: -1,
+            },
+        };
+        let file = v
+            .open(&dir.join(own.file_name()), OpenOptions::create_new())
+            .await?;
+        manifest.epoch = epoch;
+        manifest.producers = producers.clone();
+        manifest.segments.push(own);
+        manifest.write(v, &dir).await?;
+
+        let log = Self {
+            view: Mutex::new(View {
+                segments: manifest.segments.clone(),
+                indexes: BTreeMap::new(),
+                log_start_offset: manifest.log_start_offset,
+                high_watermark: next_offset,
+                active_end: 0,
+                handles: BTreeMap::new(),
+                pending_deletes: Vec::new(),
+            }),
+            writer: tokio::sync::Mutex::new(Writer {
+                file,
+                position: 0,
+                next_offset,
+                max_timestamp: -1,
+                index: SegmentIndex::new(config.index_interval_bytes),
+                since_checkpoint: 0,
+                producers,
+                manifest,
+                failed: None,
+            }),
+            queue: Mutex::new(Vec::new()),
+            vfs,
+            dir,
+            epoch,
+            config,
+            fence,
+        };
+        log.sweep_orphans().await;
+        Ok(log)
+    }
+
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        lock(&self.view).high_watermark
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        lock(&self.view).log_start_offset
+    }
+
+    /// Producer state as of the last acknowledged append.
+    pub async fn producers(&self) -> ProducerState {
+        self.writer.lock().await.producers.clone()
+    }
+
+    /// Appends a produce request's record set (one or more v2 batches) and
+    /// returns once it is durable and this epoch was confirmed after the
+    /// fsync. Concurrent appends share flush cycles.
+    pub async fn append(&self, records: &[u8]) -> Result<Appended, LogError> {
+        let headers = batch::split(records)?;
+        if headers.is_empty() {
+            return Err(BatchError::TooShort(0).into());
+        }
+        let (reply, done) = tokio::sync::oneshot::channel();
+        lock(&self.queue).push(Pending {
+            records: records.to_vec(),
+            headers,
+            reply,
+        });
+        // Whoever holds the writer flushes everything queued so far; by the
+        // time we get it, our request may already have been flushed.
+        let mut writer = self.writer.lock().await;
+        let batch: Vec<Pending> = std::mem::take(&mut *lock(&self.queue));
+        if !batch.is_empty() {
+            self.flush(&mut writer, batch).await;
+        }
+        drop(writer);
+        match done.await {
+            Ok(Ok(a)) => Ok(a),
+            Ok(Err(msg)) if msg.starts_with("fenced") => Err(LogError::Fenced(self.epoch)),
+            Ok(Err(msg)) => Err(LogError::Failed(msg)),
+            Err(_) => Err(LogError::Failed("append abandoned".into())),
+        }
+    }
+
+    async fn flush(&self, w: &mut Writer, batch: Vec<Pending>) {
+        if let Some(why) = &w.failed {
+            for p in batch {
+                let _ = p.reply.send(Err(why.clone()));
+            }
+            return;
+        }
+        let mut buf = BytesMut::new();
+        let mut placed = Vec::with_capacity(batch.len());
+        let mut next = w.next_offset;
+        for p in &batch {
+            let base = next;
+            let mut at = 0;
+            for h in &p.headers {
+                let start = buf.len();
+                buf.extend_from_slice(&p.records[at..at + h.size]);
+                batch::stamp(&mut buf[start..], next, self.epoch as i32);
+                at += h.size;
+                next += i64::from(h.last_offset_delta) + 1;
+            }
+            placed.push(Appended {
+                base_offset: base,
+                last_offset: next - 1,
+            });
+        }
+        let bytes = buf.freeze();
+        let outcome = async {
+            w.file.write_at(w.position, bytes.clone()).await?;
+            w.file.fsync().await?;
+            self.fence.still_leader(self.epoch).await
+        }
+        .await;
+        let failure = match outcome {
+            Ok(true) => None,
+            Ok(false) => Some(format!("fenced: epoch {} superseded", self.epoch)),
+            Err(e) => Some(format!("flush of {} failed: {e}", self.dir.display())),
+        };
+        if let Some(why) = failure {
+            // Nothing of this cycle is acknowledged, and nothing after it:
+            // the file's tail is unknown now, and a successor seals it.
+            w.failed = Some(why.clone());
+            for p in batch {
+                let _ = p.reply.send(Err(why.clone()));
+            }
+            return;
+        }
+        let mut pos = w.position;
+        let mut offset = w.next_offset;
+        for p in &batch {
+            for h in &p.headers {
+                let mut stored = *h;
+                stored.base_offset = offset;
+                stored.leader_epoch = self.epoch as i32;
+                offset = stored.next_offset();
+                w.index.add(pos, &stored);
+                w.producers.observe(&stored);
+                w.max_timestamp = w.max_timestamp.max(stored.max_timestamp);
+                pos += h.size as u64;
+            }
+        }
+        w.since_checkpoint += pos - w.position;
+        w.position = pos;
+        w.next_offset = next;
+        {
+            let mut view = lock(&self.view);
+            view.high_watermark = next;
+            view.active_end = pos;
+            if let Some(key) = view.segments.last().map(|a| (a.base_offset, a.epoch)) {
+                view.indexes.insert(key, w.index.clone());
+            }
+        }
+        for (p, a) in batch.into_iter().zip(placed) {
+            let _ = p.reply.send(Ok(a));
+        }
+        if let Err(e) = self.after_flush(w).await {
+            w.failed = Some(format!("roll or checkpoint failed: {e}"));
+        }
+    }
+
+    /// Rolls the segment or rewrites the checkpoint when due. Runs only
+    /// after a confirmed flush, so the manifest never names unacknowledged data.
+    async fn after_flush(&self, w: &mut Writer) -> io::Result<()> {
+        if w.position >= self.config.segment_bytes {
+            return self.roll(w).await;
+        }
+        if w.since_checkpoint >= self.config.checkpoint_bytes {
+            self.write_checkpoint(w).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_checkpoint(&self, w: &mut Writer) -> io::Result<()> {
+        if let Some(last) = w.manifest.segments.last_mut() {
+            last.state = SegmentState::Active {
+                checkpoint_position: w.position,
+                checkpoint_next_offset: w.next_offset,
+                max_timestamp: w.max_timestamp,
+            };
+        }
+        w.manifest.producers = w.producers.clone();
+        w.manifest.write(self.vfs.as_ref(), &self.dir).await?;
+        w.since_checkpoint = 0;
+        Ok(())
+    }
+
+    async fn roll(&self, w: &mut Writer) -> io::Result<()> {
+        let v = self.vfs.as_ref();
+        let sealed_meta = w.manifest.segments.last().cloned();
+        let Some(mut sealed) = sealed_meta else {
+            return Ok(());
+        };
+        sealed.state = SegmentState::Sealed {
+            end_position: w.position,
+            next_offset: w.next_offset,
+            max_timestamp: w.max_timestamp,
+        };
+        let (index, timeindex) = w.index.encode();
+        for (ext, data) in [("index", index), ("timeindex", timeindex)] {
+            let path = self
+                .dir
+                .join(segment_file(sealed.base_offset, sealed.epoch, ext));
+            // Indexes can be rebuilt from the log; a failure only costs a scan.
+            if let Err(e) = atomic_replace(v, &path, data).await {
+                tracing::warn!(index = %path.display(), error = %e, "segment index not written");
+            }
+        }
+        let next = SegmentMeta {
+            base_offset: w.next_offset,
+            epoch: self.epoch,
+            state: SegmentState::Active {
+                checkpoint_position: 0,
+                checkpoint_next_offset: w.next_offset,
+                max_timestamp: -1,
+            },
+        };
+        let file = v
+            .open(&self.dir.join(next.file_name()), OpenOptions::create_new())
+            .await?;
+        let mut manifest = w.manifest.clone();
+        if let Some(last) = manifest.segments.last_mut() {
+            *last = sealed.clone();
+        }
+        manifest.segments.push(next.clone());
+        manifest.producers = w.producers.clone();
+        if let Err(e) = manifest.write(v, &self.dir).await {
+            let _ = file.close().await;
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut w.file, file);
+        let _ = old.close().await;
+        w.manifest = manifest;
+        let old_index = std::mem::replace(
+            &mut w.index,
+            SegmentIndex::new(self.config.index_interval_bytes),
+        );
+        w.position = 0;
+        w.max_timestamp = -1;
+        w.since_checkpoint = 0;
+        let mut view = lock(&self.view);
+        view.indexes
+            .insert((sealed.base_offset, sealed.epoch), old_index);
+        view.segments = w.manifest.segments.clone();
+        view.active_end = 0;
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one that holds `offset`, up to
+    /// `max_bytes` (at least one batch), never past a sealed end or the
+    /// high watermark.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, LogError> {
+        let (segments, start, hw, active_end) = {
+            let v = lock(&self.view);
+            (
+                v.segments.clone(),
+                v.log_start_offset,
+                v.high_watermark,
+                v.active_end,
+            )
+        };
+        let result = |records| ReadResult {
+            records,
+            high_watermark: hw,
+            log_start_offset: start,
+        };
+        if offset < start || offset > hw {
+            return Err(LogError::OutOfRange {
+                offset,
+                start,
+                end: hw,
+            });
+        }
+        if offset == hw {
+            return Ok(result(Bytes::new()));
+        }
+        let idx = segments.partition_point(|s| s.base_offset <= offset);
+        for seg in segments.iter().skip(idx.saturating_sub(1)) {
+            let (limit, seg_next) = match seg.state {
+                SegmentState::Sealed {
+                    end_position,
+                    next_offset,
+                    ..
+                } => (end_position, next_offset),
+                SegmentState::Active { .. } => (active_end, hw),
+            };
+            if seg_next <= offset {
+                continue;
+            }
+            let file = self.handle(seg).await?;
+            let from = self
+                .index_position(seg, file.as_ref(), limit)
+                .await?
+                .position_for(offset);
+            let out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+            return Ok(result(out));
+        }
+        Ok(result(Bytes::new()))
+    }
+
+    async fn handle(&self, seg: &SegmentMeta) -> io::Result<Arc<dyn VfsFile>> {
+        let key = (seg.base_offset, seg.epoch);
+        if let Some(h) = lock(&self.view).handles.get(&key) {
+            return Ok(h.clone());
+        }
+        // A fresh open: this host sees everything closed or fsynced before.
+        let file: Arc<dyn VfsFile> = Arc::from(
+            self.vfs
+                .open(&self.dir.join(seg.file_name()), OpenOptions::read())
+                .await?,
+        );
+        lock(&self.view).handles.insert(key, file.clone());
+        Ok(file)
+    }
+
+    /// The segment's sparse index: in memory, else from its index files,
+    /// else rebuilt by scanning the segment.
+    async fn index_position(
+        &self,
+        seg: &SegmentMeta,
+        file: &dyn VfsFile,
+        limit: u64,
+    ) -> io::Result<SegmentIndex> {
+        let key = (seg.base_offset, seg.epoch);
+        if let Some(i) = lock(&self.view).indexes.get(&key) {
+            return Ok(i.clone());
+        }
+        let interval = self.config.index_interval_bytes;
+        let read = |ext: &str| {
+            let path = self.dir.join(segment_file(seg.base_offset, seg.epoch, ext));
+            let vfs = self.vfs.clone();
+            async move { vfs::read_file(vfs.as_ref(), &path).await }
+        };
+        let index = match (read("index").await, read("timeindex").await) {
+            (Ok(a), Ok(b)) => SegmentIndex::decode(&a, &b, interval).ok(),
+            _ => None,
+        };
+        let index = match index {
+            Some(i) => i,
+            None => {
+                let walk = scan(file, 0, seg.base_offset, Some(limit)).await?;
+                let mut i = SegmentIndex::new(interval);
+                for (pos, h) in &walk.batches {
+                    i.add(*pos, h);
+                }
+                i
+            }
+        };
+        lock(&self.view).indexes.insert(key, index.clone());
+        Ok(index)
+    }
+
+    /// Deletes sealed segments past retention: manifest first, then own
+    /// handles, then the files; a failed unlink is retried by the next call.
+    /// Returns how many segments left the log.
+    pub async fn enforce_retention(&self, now_ms: i64) -> Result<usize, LogError> {
+        let mut w = self.writer.lock().await;
+        if let Some(why) = &w.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
+        let mut doomed = Vec::new();
+        let sealed: Vec<(SegmentMeta, u64, i64, i64)> = w
+            .manifest
+            .segments
+            .iter()
+            .filter_map(|s| match s.state {
+                SegmentState::Sealed {
+                    end_position,
+                    next_offset,
+                    max_timestamp,
+                } => Some((s.clone(), end_position, next_offset, max_timestamp)),
+                SegmentState::Active { .. } => None,
+            })
+            .collect();
+        let mut total: u64 = sealed.iter().map(|s| s.1).sum::<u64>() + w.position;
+        for (seg, size, _, max_ts) in &sealed {
+            let too_old = self
+                .config
+                .retention_ms
+                .is_some_and(|ms| *max_ts >= 0 && *max_ts < now_ms - ms);
+            let too_big = self
+                .config
+                .retention_bytes
+                .is_some_and(|limit| total > limit);
+            if !(too_old || too_big) {
+                break;
+            }
+            total -= size;
+            doomed.push(seg.clone());
+        }
+        if !doomed.is_empty() {
+            let mut manifest = w.manifest.clone();
+            manifest.segments.drain(..doomed.len());
+            manifest.log_start_offset = manifest
+                .segments
+                .first()
+                .map_or(w.next_offset, |s| s.base_offset);
+            if let Err(e) = manifest.write(self.vfs.as_ref(), &self.dir).await {
+                return Err(e.into());
+            }
+            w.manifest = manifest;
+        }
+        let mut to_unlink = {
+            let mut view = lock(&self.view);
+            view.segments = w.manifest.segments.clone();
+            view.log_start_offset = w.manifest.log_start_offset;
+            for seg in &doomed {
+                view.handles.remove(&(seg.base_offset, seg.epoch));
+                view.indexes.remove(&(seg.base_offset, seg.epoch));
+            }
+            std::mem::take(&mut view.pending_deletes)
+        };
+        drop(w);
+        for seg in &doomed {
+            for ext in ["log", "index", "timeindex"] {
+                to_unlink.push(self.dir.join(segment_file(seg.base_offset, seg.epoch, ext)));
+            }
+        }
+        let mut failed = Vec::new();
+        for path in to_unlink {
+            match self.vfs.unlink(&path).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::info!(file = %path.display(), error = %e, "unlink failed; retrying at the next retention pass");
+                    failed.push(path);
+                }
+            }
+        }
+        lock(&self.view).pending_deletes.extend(failed);
+        Ok(doomed.len())
+    }
+
+    /// Files still waiting for their unlink to succeed.
+    pub fn pending_deletes(&self) -> usize {
+        lock(&self.view).pending_deletes.len()
+    }
+
+    /// Removes segment files of older epochs that the manifest does not
+    /// name: deleted by retention before a crash, or written by a fenced
+    /// leader after its epoch ended. Failures are queued for retention.
+    async fn sweep_orphans(&self) {
+        let listed: Vec<(i64, u32)> = lock(&self.view)
+            .segments
+            .iter()
+            .map(|s| (s.base_offset, s.epoch))
+            .collect();
+        let Ok(entries) = self.vfs.read_dir(&self.dir).await else {
+            return;
+        };
+        let mut orphans = Vec::new();
+        for e in entries {
+            if let Some((base, epoch, _)) = parse_segment_file(&e.name) {
+                if epoch < self.epoch && !listed.contains(&(base, epoch)) {
+                    orphans.push(self.dir.join(&e.name));
+                }
+            }
+        }
+        lock(&self.view).pending_deletes.extend(orphans);
+    }
+
+    /// Closes every handle this log holds (on step-down or shutdown).
+    pub async fn close(self) -> io::Result<()> {
+        let handles: Vec<_> = std::mem::take(&mut lock(&self.view).handles)
+            .into_values()
+            .collect();
+        drop(handles);
+        let w = self.writer.into_inner();
+        w.file.close().await
+    }
+}
+
+/// Collects whole batches from `from` (a batch boundary at or before the
+/// one holding `offset`) up to `limit`, at most `max_bytes` unless the
+/// first batch alone is larger.
+async fn collect(
+    file: &dyn VfsFile,
+    mut pos: u64,
+    limit: u64,
+    offset: i64,
+    max_bytes: usize,
+) -> io::Result<Bytes> {
+    let mut out = BytesMut::new();
+    while pos + batch::LOG_OVERHEAD as u64 <= limit {
+        let head = file.read_at(pos, batch::HEADER_LEN).await?;
+        let (Some(size), Some(base)) = (
+            batch::peek_size(&head),
+            head.get(0..8)
+                .map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default())),
+        ) else {
+            break;
+        };
+        let last_delta = head
+            .get(23..27)
+            .map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
+        if pos + size as u64 > limit {
+            break;
+        }
+        if base + i64::from(last_delta) < offset {
+            pos += size as u64;
+            continue;
+        }
+        if !out.is_empty() && out.len() + size > max_bytes {
+            break;
+        }
+        let data = file.read_at(pos, size).await?;
+        if data.len() < size {
+            break;
+        }
+        out.extend_from_slice(&data);
+        pos += size as u64;
+        if out.len() >= max_bytes {
+            break;
+        }
+    }
+    Ok(out.freeze())
+}
