@@ -441,55 +441,173 @@ async fn a_zombie_racing_the_takeover_never_splits_the_log() {
     }
 }
 
-/// Crash (a host crash on the model) after every possible number of
-/// volume operations during takeover, appends, rolls and retention; the
-/// next leader must hold every acknowledged record and serve no torn batch.
+/// Crash after every possible number of volume operations during takeover,
+/// appends, rolls and retention (on the model, a host crash that also
+/// loses unflushed pages); the next leader must hold every acknowledged
+/// record and serve no torn batch.
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_crash_at_every_step_loses_no_acknowledged_record() {
-    for budget in 0.. {
-        let nfs = ModelNfs::new(NfsConfig::default(), budget as u64);
-        let a: Arc<dyn Vfs> = Arc::new(nfs.host(1));
-        let meta = new_topic(a.as_ref()).await;
-        let cut = Arc::new(Interrupting::new(a.clone(), budget));
-        let mut acked = Vec::new();
-        let config = LogConfig {
-            retention_bytes: Some(6_000),
-            ..small()
-        };
-        let log = lead(cut.clone(), &meta, 1, config.clone()).await.ok();
-        if let Some(log) = &log {
-            for i in 0..40 {
-                match log.append(&record(i)).await {
-                    Ok(x) => acked.push((x.base_offset, i)),
-                    Err(_) => break,
-                }
-                if i % 10 == 9 {
-                    let _ = log.enforce_retention(0).await;
-                }
+    for backend in ["model", "mem", "posix"] {
+        if cfg!(madsim) && backend == "posix" {
+            continue;
+        }
+        let mut budgets = 0;
+        for budget in 0.. {
+            budgets += 1;
+            let tripped = crash_once(backend, budget).await;
+            if !tripped {
+                break;
             }
         }
-        let tripped = cut.tripped();
-        // Crash first: dropping the log afterwards closes nothing on a dead host.
-        nfs.crash_host(1);
-        drop(log);
-        let b: Arc<dyn Vfs> = Arc::new(nfs.host(2));
-        let next = lead(b.clone(), &meta, 2, config).await.unwrap();
-        let start = next.log_start_offset();
-        let log = read_all(&next, start).await;
-        for (off, i) in acked.iter().filter(|(o, _)| *o >= start) {
-            let found = log.iter().find(|(o, _)| o == off).map(|(_, v)| v.clone());
-            assert_eq!(
-                found,
-                Some(value(*i)),
-                "budget {budget}: acknowledged record at {off}"
-            );
+        assert!(budgets > 100, "{backend}: only {budgets} crash points");
+    }
+}
+
+/// One run cut after `budget` operations; returns whether it was cut.
+async fn crash_once(backend: &str, budget: usize) -> bool {
+    let nfs = ModelNfs::new(NfsConfig::default(), budget as u64);
+    let mut _dir = None;
+    let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = match backend {
+        "model" => (Arc::new(nfs.host(1)), Arc::new(nfs.host(2))),
+        "mem" => {
+            let m = MemVfs::new();
+            (Arc::new(m.clone()), Arc::new(m))
         }
-        if !tripped {
-            assert_eq!(acked.len(), 40);
-            break;
+        _ => {
+            #[cfg(not(madsim))]
+            {
+                let d = tempfile::tempdir().unwrap();
+                let p = vfs::PosixVfs::open_volume(d.path()).unwrap();
+                _dir = Some(d);
+                (Arc::new(p.clone()), Arc::new(p))
+            }
+            #[cfg(madsim)]
+            unreachable!("no POSIX volume in the simulation build")
+        }
+    };
+    let meta = new_topic(a.as_ref()).await;
+    let cut = Arc::new(Interrupting::new(a.clone(), budget));
+    let mut acked = Vec::new();
+    let config = LogConfig {
+        retention_bytes: Some(6_000),
+        ..small()
+    };
+    let log = lead(cut.clone(), &meta, 1, config.clone()).await.ok();
+    if let Some(log) = &log {
+        for i in 0..40 {
+            match log.append(&record(i)).await {
+                Ok(x) => acked.push((x.base_offset, i)),
+                Err(_) => break,
+            }
+            if i % 10 == 9 {
+                let _ = log.enforce_retention(0).await;
+            }
         }
     }
+    let tripped = cut.tripped();
+    // Crash first: dropping the log afterwards closes nothing on a dead host.
+    nfs.crash_host(1);
+    drop(log);
+    let next = lead(b.clone(), &meta, 2, config).await.unwrap();
+    let start = next.log_start_offset();
+    let log = read_all(&next, start).await;
+    for (off, i) in acked.iter().filter(|(o, _)| *o >= start) {
+        let found = log.iter().find(|(o, _)| o == off).map(|(_, v)| v.clone());
+        assert_eq!(
+            found,
+            Some(value(*i)),
+            "{backend}, budget {budget}: record at {off}"
+        );
+    }
+    if !tripped {
+        assert_eq!(acked.len(), 40, "{backend}");
+    }
+    tripped
+}
+
+/// A volume whose first `n` unlinks fail with EBUSY.
+struct BusyUnlinks {
+    inner: Arc<dyn Vfs>,
+    left: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Vfs for BusyUnlinks {
+    async fn open(&self, p: &Path, o: OpenOptions) -> std::io::Result<Box<dyn vfs::VfsFile>> {
+        self.inner.open(p, o).await
+    }
+    async fn stat(&self, p: &Path) -> std::io::Result<vfs::Metadata> {
+        self.inner.stat(p).await
+    }
+    async fn rename(&self, f: &Path, t: &Path) -> std::io::Result<()> {
+        self.inner.rename(f, t).await
+    }
+    async fn unlink(&self, p: &Path) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self
+            .left
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                "busy",
+            ));
+        }
+        self.inner.unlink(p).await
+    }
+    async fn mkdir(&self, p: &Path) -> std::io::Result<()> {
+        self.inner.mkdir(p).await
+    }
+    async fn rmdir(&self, p: &Path) -> std::io::Result<()> {
+        self.inner.rmdir(p).await
+    }
+    async fn read_dir(&self, p: &Path) -> std::io::Result<Vec<vfs::DirEntry>> {
+        self.inner.read_dir(p).await
+    }
+    async fn sync_dir(&self, p: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(p).await
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_failed_unlink_is_redriven_by_the_next_retention_pass() {
+    let mem = MemVfs::new();
+    let meta = new_topic(&mem).await;
+    let busy = Arc::new(BusyUnlinks {
+        inner: Arc::new(mem.clone()),
+        left: 0.into(),
+    });
+    let config = LogConfig {
+        retention_bytes: Some(5_000),
+        ..small()
+    };
+    let log = lead(busy.clone(), &meta, 1, config).await.unwrap();
+    for i in 0..80 {
+        log.append(&record(i)).await.unwrap();
+    }
+    busy.left.store(2, std::sync::atomic::Ordering::SeqCst);
+    assert!(log.enforce_retention(0).await.unwrap() > 0);
+    assert_eq!(
+        log.pending_deletes(),
+        2,
+        "two unlinks failed and are remembered"
+    );
+    let dir = topic::partition_dir(&meta.id, 0);
+    let count = || async {
+        mem.read_dir(&dir)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| broker::log::manifest::parse_segment_file(&e.name).is_some())
+            .count()
+    };
+    let before = count().await;
+    log.enforce_retention(0).await.unwrap();
+    assert_eq!(log.pending_deletes(), 0);
+    assert_eq!(count().await, before - 2, "the next pass removed them");
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
