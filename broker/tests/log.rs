@@ -121,7 +121,7 @@ async fn appends_read_back_across_segment_rolls() {
         let meta = new_topic(b.vfs.as_ref()).await;
         let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
         for i in 0..60 {
-            let a = log.append(&record(i)).await.unwrap();
+            let a = log.append(record(i)).await.unwrap();
             assert_eq!(a.base_offset, i64::from(i), "{}", b.name);
         }
         assert_eq!(log.high_watermark(), 60);
@@ -180,7 +180,7 @@ async fn concurrent_appends_share_fsyncs() {
     let tasks: Vec<_> = (0..64)
         .map(|i| {
             let log = log.clone();
-            tokio::spawn(async move { log.append(&record(i)).await.unwrap() })
+            tokio::spawn(async move { log.append(record(i)).await.unwrap() })
         })
         .collect();
     let mut offsets = Vec::new();
@@ -251,7 +251,7 @@ async fn a_recreated_topic_never_sees_the_old_files() {
         let v = b.vfs.as_ref();
         let first = new_topic(v).await;
         let log = lead(b.vfs.clone(), &first, 1, small()).await.unwrap();
-        log.append(&record(1)).await.unwrap();
+        log.append(record(1)).await.unwrap();
         log.close().await.unwrap();
         assert!(matches!(
             topic::create_topic(v, "orders", 1).await,
@@ -279,7 +279,7 @@ async fn a_takeover_keeps_every_acknowledged_batch_and_cuts_a_torn_tail() {
         let dir = topic::partition_dir(&meta.id, 0);
         let first = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
         for i in 0..10 {
-            first.append(&record(i)).await.unwrap();
+            first.append(record(i)).await.unwrap();
         }
         // A torn batch after the acknowledged ones: half of a valid batch.
         let seg = dir.join(broker::log::manifest::segment_file(0, 1, "log"));
@@ -293,7 +293,7 @@ async fn a_takeover_keeps_every_acknowledged_batch_and_cuts_a_torn_tail() {
 
         let second = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
         assert_eq!(second.high_watermark(), 10, "{}", b.name);
-        assert_eq!(second.append(&record(10)).await.unwrap().base_offset, 10);
+        assert_eq!(second.append(record(10)).await.unwrap().base_offset, 10);
         let all = read_all(&second, 0).await;
         let expected: Vec<_> = (0..11).map(|i| (i64::from(i), value(i))).collect();
         assert_eq!(all, expected, "{}", b.name);
@@ -311,7 +311,7 @@ async fn a_corrupt_batch_in_the_tail_is_cut_with_everything_after_it() {
         .unwrap();
     let mut ends = Vec::new();
     for i in 0..6 {
-        first.append(&record(i)).await.unwrap();
+        first.append(record(i)).await.unwrap();
         ends.push(record(i).len());
     }
     let seg = dir.join(broker::log::manifest::segment_file(0, 1, "log"));
@@ -347,7 +347,7 @@ async fn recovery_reads_only_the_unsealed_tail() {
     let mut i = 0;
     while written < 1 << 20 {
         written += record(i).len();
-        first.append(&record(i)).await.unwrap();
+        first.append(record(i)).await.unwrap();
         i += 1;
     }
     drop(first);
@@ -369,19 +369,19 @@ async fn a_zombie_cannot_acknowledge_or_damage_after_a_takeover() {
     let meta = new_topic(a.as_ref()).await;
     let zombie = lead(a.clone(), &meta, 1, small()).await.unwrap();
     for i in 0..5 {
-        zombie.append(&record(i)).await.unwrap();
+        zombie.append(record(i)).await.unwrap();
     }
     // Host 1 stalls; host 2 takes over and keeps writing.
     let leader = lead(b.clone(), &meta, 2, small()).await.unwrap();
     for i in 5..8 {
-        leader.append(&record(i)).await.unwrap();
+        leader.append(record(i)).await.unwrap();
     }
     // The zombie wakes up: its write lands in its own segment, but it is
     // never acknowledged, and it never shows up for anyone.
-    let late = zombie.append(&record(666)).await;
+    let late = zombie.append(record(666)).await;
     assert!(matches!(late, Err(LogError::Fenced(1))), "{late:?}");
     assert!(matches!(
-        zombie.append(&record(667)).await,
+        zombie.append(record(667)).await,
         Err(LogError::Fenced(1) | LogError::Failed(_))
     ));
     let expected: Vec<_> = (0..8).map(|i| (i64::from(i), value(i))).collect();
@@ -408,7 +408,7 @@ async fn a_zombie_racing_the_takeover_never_splits_the_log() {
             tokio::spawn(async move {
                 let mut acked = Vec::new();
                 for i in 0..40 {
-                    match zombie.append(&record(i)).await {
+                    match zombie.append(record(i)).await {
                         Ok(x) => acked.push((x.base_offset, i)),
                         Err(_) => break,
                     }
@@ -421,7 +421,7 @@ async fn a_zombie_racing_the_takeover_never_splits_the_log() {
         let leader = lead(b.clone(), &meta, 2, small()).await.unwrap();
         let mut acked = writer.await.unwrap();
         for i in 100..105 {
-            acked.push((leader.append(&record(i)).await.unwrap().base_offset, i));
+            acked.push((leader.append(record(i)).await.unwrap().base_offset, i));
         }
         let log = read_all(&leader, 0).await;
         for (off, i) in &acked {
@@ -496,7 +496,7 @@ async fn crash_once(backend: &str, budget: usize) -> bool {
     let log = lead(cut.clone(), &meta, 1, config.clone()).await.ok();
     if let Some(log) = &log {
         for i in 0..40 {
-            match log.append(&record(i)).await {
+            match log.append(record(i)).await {
                 Ok(x) => acked.push((x.base_offset, i)),
                 Err(_) => break,
             }
@@ -586,7 +586,7 @@ async fn a_failed_unlink_is_redriven_by_the_next_retention_pass() {
     };
     let log = lead(busy.clone(), &meta, 1, config).await.unwrap();
     for i in 0..80 {
-        log.append(&record(i)).await.unwrap();
+        log.append(record(i)).await.unwrap();
     }
     busy.left.store(2, std::sync::atomic::Ordering::SeqCst);
     assert!(log.enforce_retention(0).await.unwrap() > 0);
@@ -622,7 +622,7 @@ async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
         };
         let log = lead(b.vfs.clone(), &meta, 1, config.clone()).await.unwrap();
         for i in 0..80 {
-            log.append(&record(i)).await.unwrap();
+            log.append(record(i)).await.unwrap();
         }
         let removed = log.enforce_retention(0).await.unwrap();
         assert!(removed > 0, "{}", b.name);

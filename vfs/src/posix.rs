@@ -302,7 +302,9 @@ impl VfsFile for PosixFile {
 
     async fn fsync(&self) -> io::Result<()> {
         let (file, path) = (self.file.clone(), self.path.clone());
-        run_blocking(move || file.sync_all().map_err(ctx("fsync", &path))).await
+        // fdatasync: the data and what is needed to read it back (the size),
+        // not timestamps nobody reads. On NFS both become one COMMIT.
+        run_blocking(move || file.sync_data().map_err(ctx("fsync", &path))).await
     }
 
     async fn stat(&self) -> io::Result<Metadata> {
