@@ -467,7 +467,7 @@ async fn a_crash_at_every_step_loses_no_acknowledged_record() {
 /// One run cut after `budget` operations; returns whether it was cut.
 async fn crash_once(backend: &str, budget: usize) -> bool {
     let nfs = ModelNfs::new(NfsConfig::default(), budget as u64);
-    let mut _dir = None;
+    let mut _dir: Option<Box<dyn std::any::Any>> = None;
     let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = match backend {
         "model" => (Arc::new(nfs.host(1)), Arc::new(nfs.host(2))),
         "mem" => {
@@ -479,7 +479,7 @@ async fn crash_once(backend: &str, budget: usize) -> bool {
             {
                 let d = tempfile::tempdir().unwrap();
                 let p = vfs::PosixVfs::open_volume(d.path()).unwrap();
-                _dir = Some(d);
+                _dir = Some(Box::new(d));
                 (Arc::new(p.clone()), Arc::new(p))
             }
             #[cfg(madsim)]
