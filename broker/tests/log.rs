@@ -656,3 +656,31 @@ async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
         assert_eq!(log.pending_deletes(), 0);
     }
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn compressed_batches_pass_through_byte_for_byte() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = new_topic(vfs.as_ref()).await;
+    let log = lead(vfs.clone(), &meta, 1, small()).await.unwrap();
+    let mut stored = Vec::new();
+    for codec in 1..=4u8 {
+        // A batch flagged gzip/snappy/lz4/zstd whose record bytes kaas cannot
+        // (and must not try to) decode: only the CRC has to hold.
+        let mut b = record(u32::from(codec)).to_vec();
+        b[22] = codec;
+        let tail = b.len() - 10;
+        b[tail..].copy_from_slice(b"\x00opaque\xffz\x01");
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let at = log
+            .append(Bytes::from(b.clone()))
+            .await
+            .unwrap()
+            .base_offset;
+        batch::stamp(&mut b, at, 1);
+        stored.push(b);
+    }
+    let r = log.read(0, 1 << 20).await.unwrap();
+    assert_eq!(r.records.to_vec(), stored.concat());
+}
