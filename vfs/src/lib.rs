@@ -79,6 +79,18 @@ pub trait VfsFile: Send + Sync {
     /// Makes every write through this handle durable.
     async fn fsync(&self) -> io::Result<()>;
 
+    /// Writes `chunks` back to back from `offset`, then makes every write
+    /// through this handle durable: a log's flush cycle. Backends may do it
+    /// in one round trip; the result is the same as the calls one by one.
+    async fn write_all_and_sync(&self, mut offset: u64, chunks: Vec<Bytes>) -> io::Result<()> {
+        for chunk in chunks {
+            let len = chunk.len() as u64;
+            self.write_at(offset, chunk).await?;
+            offset += len;
+        }
+        self.fsync().await
+    }
+
     /// Attributes through the handle (size may be stale on NFS).
     async fn stat(&self) -> io::Result<Metadata>;
 

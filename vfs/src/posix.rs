@@ -307,6 +307,20 @@ impl VfsFile for PosixFile {
         run_blocking(move || file.sync_data().map_err(ctx("fsync", &path))).await
     }
 
+    async fn write_all_and_sync(&self, mut offset: u64, chunks: Vec<Bytes>) -> io::Result<()> {
+        let (file, path) = (self.file.clone(), self.path.clone());
+        // One trip to the blocking pool for the whole flush cycle.
+        run_blocking(move || {
+            for chunk in chunks {
+                file.write_all_at(&chunk, offset)
+                    .map_err(ctx("write", &path))?;
+                offset += chunk.len() as u64;
+            }
+            file.sync_data().map_err(ctx("fsync", &path))
+        })
+        .await
+    }
+
     async fn stat(&self) -> io::Result<Metadata> {
         let (file, path) = (self.file.clone(), self.path.clone());
         run_blocking(move || {

@@ -106,7 +106,6 @@ struct Writer {
     producers: ProducerState,
     manifest: Manifest,
     failed: Option<String>,
-    scratch: BytesMut,
 }
 
 /// What readers need, updated after each acknowledged flush.
@@ -267,7 +266,6 @@ impl PartitionLog {
                 producers,
                 manifest,
                 failed: None,
-                scratch: BytesMut::new(),
             }),
             queue: Mutex::new(Vec::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
@@ -345,45 +343,42 @@ impl PartitionLog {
         }
     }
 
-    async fn flush(&self, w: &mut Writer, batch: Vec<Pending>) {
+    async fn flush(&self, w: &mut Writer, mut batch: Vec<Pending>) {
         if let Some(why) = &w.failed {
             for p in batch {
                 let _ = p.reply.send(Err(why.clone()));
             }
             return;
         }
-        // One buffer reused across cycles: a fresh multi-MiB allocation per
-        // cycle costs a page fault per 4 KiB.
-        let total: usize = batch.iter().map(|p| p.records.len()).sum();
-        let mut buf = std::mem::take(&mut w.scratch);
-        buf.clear();
-        buf.reserve(total);
+        // Each request's buffer is stamped in place when this is its only
+        // reference (as it is for a request read off a socket), else copied.
+        let mut chunks = Vec::with_capacity(batch.len());
         let mut placed = Vec::with_capacity(batch.len());
         let mut next = w.next_offset;
-        for p in &batch {
+        for p in &mut batch {
             let base = next;
+            let mut buf = match std::mem::take(&mut p.records).try_into_mut() {
+                Ok(unique) => unique,
+                Err(shared) => BytesMut::from(&shared[..]),
+            };
             let mut at = 0;
             for h in &p.headers {
-                let start = buf.len();
-                buf.extend_from_slice(&p.records[at..at + h.size]);
-                batch::stamp(&mut buf[start..], next, self.epoch as i32);
+                batch::stamp(&mut buf[at..], next, self.epoch as i32);
                 at += h.size;
                 next += i64::from(h.last_offset_delta) + 1;
             }
+            chunks.push(buf.freeze());
             placed.push(Appended {
                 base_offset: base,
                 last_offset: next - 1,
             });
         }
-        let bytes = buf.freeze();
+        let written: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let outcome = async {
-            w.file.write_at(w.position, bytes.clone()).await?;
-            w.file.fsync().await?;
+            w.file.write_all_and_sync(w.position, chunks).await?;
             self.fence.still_leader(self.epoch).await
         }
         .await;
-        let written = bytes.len();
-        w.scratch = bytes.try_into_mut().unwrap_or_default();
         let failure = match outcome {
             Ok(true) => None,
             Ok(false) => Some(format!("fenced: epoch {} superseded", self.epoch)),
@@ -412,7 +407,7 @@ impl PartitionLog {
                 pos += h.size as u64;
             }
         }
-        debug_assert_eq!(pos - w.position, written as u64);
+        debug_assert_eq!(pos - w.position, written);
         w.since_checkpoint += pos - w.position;
         w.position = pos;
         w.next_offset = next;
