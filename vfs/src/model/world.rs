@@ -415,17 +415,7 @@ impl World {
         let target = self.lookup_cached(h, dir, name)?.ok_or(Errno::NoEnt)?;
         self.host(h).used = true;
         if self.host(h).is_open(target.id) {
-            // The Linux client keeps an open file alive by renaming it.
-            let silly = self.host(h).silly_name(target.id);
-            let (wcc, _) = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| {
-                s.rename(dir, name, dir, &silly)
-            })?;
-            self.note_dir_change(h, dir, wcc);
-            let host = self.host(h);
-            host.set_dentry(dir, name, None);
-            host.set_dentry(dir, &silly, Some(target));
-            host.silly.insert(target.id, (dir, silly));
-            return Ok(());
+            return self.silly_rename(h, dir, name, target);
         }
         let wcc = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.remove(dir, name))?;
         self.note_dir_change(h, dir, wcc);
@@ -433,6 +423,21 @@ impl World {
         host.set_dentry(dir, name, None);
         host.files.remove(&target.id);
         host.attrs.remove(&target.id);
+        Ok(())
+    }
+
+    /// What the Linux client does instead of removing a name whose file it
+    /// has open: renames it to `.nfs…` and removes that at the last close.
+    fn silly_rename(&mut self, h: u32, dir: Fh, name: &str, target: Fh) -> R<()> {
+        let silly = self.host(h).silly_name(target.id);
+        let (wcc, _) = self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| {
+            s.rename(dir, name, dir, &silly)
+        })?;
+        self.note_dir_change(h, dir, wcc);
+        let host = self.host(h);
+        host.set_dentry(dir, name, None);
+        host.set_dentry(dir, &silly, Some(target));
+        host.silly.insert(target.id, (dir, silly));
         Ok(())
     }
 
@@ -480,15 +485,7 @@ impl World {
             two_step: false,
         };
         if let Some(t) = target.filter(|t| *t != source && self.host(h).is_open(t.id)) {
-            let silly = self.host(h).silly_name(t.id);
-            let (wcc, _) = self.dir_call(h, &[to_dir], Some(Errno::NoEnt), |s| {
-                s.rename(to_dir, to_name, to_dir, &silly)
-            })?;
-            self.note_dir_change(h, to_dir, wcc);
-            let host = self.host(h);
-            host.set_dentry(to_dir, to_name, None);
-            host.set_dentry(to_dir, &silly, Some(t));
-            host.silly.insert(t.id, (to_dir, silly));
+            self.silly_rename(h, to_dir, to_name, t)?;
             plan.two_step = true;
         }
         Ok(plan)
