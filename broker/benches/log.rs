@@ -6,7 +6,6 @@
 
 #[cfg(not(madsim))]
 mod real {
-    use std::io::Write;
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
     use std::time::Instant as WallClock;
@@ -37,24 +36,13 @@ mod real {
         set.freeze()
     }
 
-    /// The physical bound: sequential 1 MiB writes, each followed by fsync.
     fn raw_fsync_bandwidth(dir: &Path) -> f64 {
-        let path = dir.join("raw-bound");
-        let mut f = std::fs::File::create(&path).expect("raw file");
-        // Distinct buffers, as kaas gets (one per request): rewriting one
-        // cache-hot buffer would measure the CPU cache, not the disk path.
-        let chunks: Vec<Vec<u8>> = (0..APPEND_TOTAL / MIB)
-            .map(|i| vec![i as u8; MIB])
-            .collect();
-        let start = WallClock::now();
-        for chunk in &chunks {
-            f.write_all(chunk).expect("raw write");
-            f.sync_data().expect("raw fsync");
-        }
-        let rate = mbps(APPEND_TOTAL, start.elapsed().as_secs_f64());
-        drop(f);
-        let _ = std::fs::remove_file(&path);
-        rate
+        vfs::testkit::raw_fsync_bandwidth(dir, APPEND_TOTAL, MIB).expect("raw bound")
+    }
+
+    /// Removes what a run left on the volume, through the Vfs like the broker.
+    async fn clear(vfs: &dyn Vfs, path: &Path) {
+        let _ = vfs::durable::converge_remove(vfs, path).await;
     }
 
     async fn fresh_topic(vfs: &dyn Vfs, name: &str) -> TopicMeta {
@@ -164,8 +152,7 @@ mod real {
             .unwrap_or_else(|| {
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench-log")
             });
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("bench dir");
+        let volume = PosixVfs::open_or_create_local(&dir).expect("bench dir");
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -174,7 +161,8 @@ mod real {
         println!("| measure | figure | baseline (same run) | ratio |");
         println!("|---|---|---|---|");
         rt.block_on(async {
-            let posix: Arc<dyn Vfs> = Arc::new(PosixVfs::open_volume(&dir).expect("volume"));
+            let posix: Arc<dyn Vfs> = Arc::new(volume.clone());
+            clear(posix.as_ref(), Path::new("topics")).await;
             let counting = Arc::new(Counting::new(posix.clone()));
             let vfs: Arc<dyn Vfs> = counting.clone();
 
@@ -202,14 +190,14 @@ mod real {
                 let piped = append(&l2, APPEND_TOTAL, 2, MIB / 2).await;
                 let cycle = APPEND_TOTAL as f64 / MIB as f64 / counting.counts.get(&counting.counts.fsyncs).max(1) as f64;
                 drop(l2);
-                let _ = std::fs::remove_dir_all(dir.join(topic::topic_dir(&meta2.id)));
+                clear(vfs.as_ref(), &topic::topic_dir(&meta2.id)).await;
                 pipelined.push((piped / raw, piped, cycle));
                 pairs.push((kaas / raw, kaas, raw));
                 match kept {
                     None => kept = Some(l),
                     Some(_) => {
                         drop(l);
-                        let _ = std::fs::remove_dir_all(dir.join(topic::topic_dir(&meta.id)));
+                        clear(vfs.as_ref(), &topic::topic_dir(&meta.id)).await;
                     }
                 }
             }
@@ -269,7 +257,7 @@ mod real {
                 big_secs / small_secs
             );
         });
-        let _ = std::fs::remove_dir_all(&dir);
+        rt.block_on(clear(&volume, Path::new("topics")));
     }
 }
 

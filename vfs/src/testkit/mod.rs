@@ -1,10 +1,14 @@
 //! Shared test machinery for every `Vfs` backend: the contract suite and a
 //! wrapper that interrupts a sequence of operations at a chosen step.
 
+#[cfg(not(madsim))]
+mod bounds;
 pub mod contract;
 mod counting;
 mod interrupt;
 
+#[cfg(not(madsim))]
+pub use bounds::raw_fsync_bandwidth;
 pub use counting::{Counting, Counts};
 pub use interrupt::Interrupting;
 
