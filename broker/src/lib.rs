@@ -4,8 +4,10 @@
 //! tasks and sockets come from madsim / madsim-tokio, so the same code runs
 //! in production and in the deterministic simulator.
 
+pub mod api;
 pub mod config;
 pub mod heartbeat;
 pub mod layout;
 pub mod log;
 pub mod node;
+pub mod protocol;

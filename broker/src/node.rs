@@ -27,6 +27,16 @@ pub async fn run(
         heartbeat::sweep(vfs.as_ref(), config.broker_id).await
     })
     .await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+        })?;
+    let server = tokio::spawn(crate::protocol::server::serve(
+        listener,
+        Arc::new(crate::api::Api),
+        crate::protocol::ProtocolConfig::default(),
+    ));
     let mut hb = Heartbeat {
         broker_id: config.broker_id,
         incarnation: madsim::rand::random(),
@@ -60,6 +70,7 @@ pub async fn run(
             () = tokio::time::sleep(interval) => {}
         }
     }
+    server.abort();
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
 }
@@ -159,7 +170,7 @@ mod tests {
         vfs.open(Path::new("brokers"), vfs::OpenOptions::create_new())
             .await
             .unwrap();
-        let config = Config::try_parse_from(["kaas"]).unwrap();
+        let config = Config::try_parse_from(["kaas", "--listen", "127.0.0.1:0"]).unwrap();
         let err = run(vfs, config, std::future::pending()).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotADirectory);
         assert!(err.to_string().contains("`brokers` exists"), "{err}");

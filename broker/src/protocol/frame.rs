@@ -1,0 +1,99 @@
+//! Kafka's framing: a 4-byte big-endian length, then that many bytes.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {size} bytes exceeds the maximum of {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error("negative frame length {0}")]
+    Negative(i32),
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame's payload; `Ok(None)` on a clean end of stream between
+/// frames. The length is checked against `max` before anything is allocated.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]).await? {
+            0 if got == 0 => return Ok(None),
+            0 => return Err(FrameError::Truncated),
+            n => got += n,
+        }
+    }
+    let len = i32::from_be_bytes(len);
+    let size = usize::try_from(len).map_err(|_| FrameError::Negative(len))?;
+    if size > max {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    let mut buf = BytesMut::zeroed(size);
+    match r.read_exact(&mut buf).await {
+        Ok(_) => Ok(Some(buf.freeze())),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(FrameError::Truncated),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes one frame (length prefix and payload).
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, payload: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(payload.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over 4 GiB"))?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(payload).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn round_trips_and_refuses_before_allocating() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, b"hello").await.unwrap();
+        write_frame(&mut wire, b"").await.unwrap();
+        let mut r = &wire[..];
+        assert_eq!(
+            &read_frame(&mut r, 10).await.unwrap().unwrap()[..],
+            b"hello"
+        );
+        assert_eq!(read_frame(&mut r, 10).await.unwrap().unwrap().len(), 0);
+        assert!(read_frame(&mut r, 10).await.unwrap().is_none(), "clean end");
+
+        let huge = [0x7f, 0xff, 0xff, 0xff];
+        let err = read_frame(&mut &huge[..], 1 << 20).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FrameError::TooLarge {
+                    size: 2147483647,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let negative = [0xff, 0xff, 0xff, 0xfe];
+        assert!(matches!(
+            read_frame(&mut &negative[..], 10).await,
+            Err(FrameError::Negative(-2))
+        ));
+        let cut = [0, 0, 0, 9, 1, 2];
+        assert!(matches!(
+            read_frame(&mut &cut[..], 10).await,
+            Err(FrameError::Truncated)
+        ));
+        let half_length = [0, 0];
+        assert!(matches!(
+            read_frame(&mut &half_length[..], 10).await,
+            Err(FrameError::Truncated)
+        ));
+    }
+}

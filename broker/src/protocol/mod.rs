@@ -1,0 +1,8 @@
+//! The Kafka wire protocol: framing, version negotiation, connections.
+
+pub mod connection;
+pub mod frame;
+pub mod server;
+pub mod versions;
+
+pub use connection::{Close, Handler, ProtocolConfig};

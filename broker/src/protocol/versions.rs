@@ -1,0 +1,68 @@
+//! Which APIs and versions this broker serves, and ApiVersions itself.
+//!
+//! The table grows with every API the broker implements; it is the single
+//! source for both the dispatcher (what may be decoded) and what clients
+//! are told.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// `(api, min, max)` served today.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[(ApiKey::ApiVersions, 0, 4)];
+
+pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == api)
+        .map(|&(_, min, max)| (min, max))
+}
+
+pub fn is_supported(api: ApiKey, version: i16) -> bool {
+    supported(api).is_some_and(|(min, max)| (min..=max).contains(&version))
+}
+
+fn ranges() -> Vec<ApiVersion> {
+    SUPPORTED
+        .iter()
+        .map(|&(k, min, max)| {
+            ApiVersion::default()
+                .with_api_key(k as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect()
+}
+
+/// The ApiVersions answer. A version this broker does not serve gets the
+/// KIP-511 fallback: the caller encodes the response as v0, with
+/// UNSUPPORTED_VERSION and the ranges, so the client can retry with a
+/// version both sides know. Returns the response and the version to encode.
+pub fn api_versions(requested: i16) -> (ApiVersionsResponse, i16) {
+    let response = ApiVersionsResponse::default().with_api_keys(ranges());
+    if is_supported(ApiKey::ApiVersions, requested) {
+        (response, requested)
+    } else {
+        let code = ResponseError::UnsupportedVersion.code();
+        (response.with_error_code(code), 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_api_versions_fall_back_to_v0_with_the_ranges() {
+        let (ok, v) = api_versions(3);
+        assert_eq!((ok.error_code, v), (0, 3));
+        let (fallback, v) = api_versions(99);
+        assert_eq!((fallback.error_code, v), (35, 0));
+        assert!(
+            fallback
+                .api_keys
+                .iter()
+                .any(|k| k.api_key == ApiKey::ApiVersions as i16)
+        );
+    }
+}
