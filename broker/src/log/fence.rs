@@ -5,7 +5,9 @@
 //! broker leads an epoch, and the claim is what makes a takeover visible. A
 //! leader of epoch `e` is fenced as soon as `epoch-<e+1>` exists; a new leader
 //! makes sure every epoch between the last active one and its own has a
-//! claim file, so that check is complete.
+//! claim file, so that check is complete. A deleted topic fences its
+//! leaders too: its directory is renamed to a tombstone, so the leader's own
+//! claim is no longer found at its path.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -43,16 +45,24 @@ impl EpochClaims {
 
 #[async_trait]
 impl LeadershipFence for EpochClaims {
+    /// Current while this epoch's own claim is still where it was (the
+    /// topic was not deleted: deletion renames the topic directory away)
+    /// and no newer epoch was claimed. Both are opens by path.
     async fn still_leader(&self, epoch: u32) -> io::Result<bool> {
-        let next = epoch_path(&self.dir, epoch + 1);
-        match self.vfs.open(&next, OpenOptions::read()).await {
-            Ok(f) => {
-                let _ = f.close().await;
-                Ok(false)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
-            Err(e) => Err(e),
+        let own = exists(self.vfs.as_ref(), &epoch_path(&self.dir, epoch)).await?;
+        Ok(own && !exists(self.vfs.as_ref(), &epoch_path(&self.dir, epoch + 1)).await?)
+    }
+}
+
+/// Existence by a fresh open (close-to-open), never by a cached lookup.
+async fn exists(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
+    match vfs.open(path, OpenOptions::read()).await {
+        Ok(f) => {
+            let _ = f.close().await;
+            Ok(true)
         }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

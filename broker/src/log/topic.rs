@@ -11,6 +11,13 @@
 //! exist is an error. The name is claimed last, by exclusive create: of two
 //! creators of one name, one wins and the other removes its staged topic.
 //! A recreated topic gets a new id and so never meets the old one's files.
+//!
+//! Deleting a topic renames `topics/<id>` to `topics/.tombstone-<id>` (one
+//! atomic step: the end state "deleted" is reached there, and leaders are
+//! fenced because their epoch claims are no longer at their paths), then
+//! releases the name. Removing the tombstone's files cannot be atomic on
+//! NFS (open handles leave `.nfs` files, unlinks are interrupted), so
+//! [`reap_tombstones`] re-drives it until nothing is left.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,6 +32,7 @@ use vfs::durable::{
 use super::manifest::Manifest;
 
 pub const TOPICS_DIR: &str = "topics";
+const TOMBSTONE_PREFIX: &str = ".tombstone-";
 pub const NAMES_DIR: &str = "topics/names";
 const META_KIND: &str = "topic-meta";
 
@@ -119,7 +127,16 @@ pub async fn create_topic(
         return Err(e.into());
     }
     let token = ClaimToken::fresh(&meta.id);
-    match claim(vfs, &name_path(name), &token, meta.id.as_bytes()).await {
+    let mut result = claim(vfs, &name_path(name), &token, meta.id.as_bytes()).await;
+    if let Ok(Claim::Lost { payload, .. }) = &result {
+        // The name may still point at a deleted topic whose name release
+        // was interrupted: finish that release, then claim once more.
+        let holder = String::from_utf8_lossy(payload).into_owned();
+        if release_stale_name(vfs, name, &holder).await? {
+            result = claim(vfs, &name_path(name), &token, meta.id.as_bytes()).await;
+        }
+    }
+    match result {
         Ok(Claim::Won) => Ok(meta),
         Ok(Claim::Lost { .. }) => {
             discard(vfs, &final_dir).await;
@@ -152,13 +169,77 @@ async fn stage(vfs: &dyn Vfs, staging: &Path, meta: &TopicMeta) -> io::Result<()
     Ok(())
 }
 
-/// Best effort now. What is left is a staging or unnamed topic directory
-/// that no name points to; the controller's sweep of such directories (with
-/// topic deletion) re-drives its removal.
+/// Best effort now. A staging directory left behind is removed by
+/// [`reap_tombstones`]; a named-nowhere topic directory (lost the name race)
+/// is left for the controller's sweep of unnamed topics (not written yet).
 async fn discard(vfs: &dyn Vfs, dir: &Path) {
     if let Err(e) = converge_remove(vfs, dir).await {
         tracing::warn!(dir = %dir.display(), error = %e, "could not remove an abandoned topic directory yet");
     }
+}
+
+/// Unlinks `name` if it points at `holder` and `holder` is no longer a live
+/// topic. Returns whether the name was released.
+async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Result<bool> {
+    match read_meta(vfs, holder).await {
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match vfs.unlink(&name_path(name)).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes the topic `meta`: after this returns, nobody can open, produce
+/// to or fetch from it, and its name can be reused. Idempotent; an
+/// interrupted call is completed by calling it again. Files are removed
+/// later by [`reap_tombstones`]. Only the controller calls this (it is the
+/// topics' single writer), so the name cannot be re-claimed meanwhile.
+pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
+    let tombstone = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{}", meta.id));
+    match vfs.rename(&topic_dir(&meta.id), &tombstone).await {
+        Ok(()) => {}
+        // Already renamed (by an earlier, interrupted call, or a lost reply).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let nobody = ClaimToken::fresh("deleter");
+    match read_claim(vfs, &name_path(&meta.name), &nobody).await {
+        Ok(Claim::Lost { payload, .. }) if payload == meta.id.as_bytes() => {
+            match vfs.unlink(&name_path(&meta.name)).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        // The name already belongs to someone else, or to nobody.
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes what is left of deleted topics, as far as the volume allows now.
+/// Returns the tombstones still pending (open handles somewhere, or `.nfs`
+/// files); call again later until it returns none.
+pub async fn reap_tombstones(vfs: &dyn Vfs) -> io::Result<Vec<String>> {
+    let mut pending = Vec::new();
+    for entry in vfs.read_dir(Path::new(TOPICS_DIR)).await? {
+        let abandoned_stage = entry.name.starts_with(".staging-");
+        if !entry.name.starts_with(TOMBSTONE_PREFIX) && !abandoned_stage {
+            continue;
+        }
+        // A staging directory is abandoned only if its creator is gone; the
+        // controller creates topics one at a time, so outside a create
+        // call every staging directory is abandoned.
+        let path = Path::new(TOPICS_DIR).join(&entry.name);
+        if !converge_remove(vfs, &path).await?.is_gone() {
+            pending.push(entry.name);
+        }
+    }
+    Ok(pending)
 }
 
 /// The topic currently holding `name`, if any (fresh reads).
@@ -171,7 +252,12 @@ pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> 
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    read_meta(vfs, &id).await.map(Some)
+    match read_meta(vfs, &id).await {
+        Ok(meta) => Ok(Some(meta)),
+        // Deleted; the name's release is still to be re-driven.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 pub async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
