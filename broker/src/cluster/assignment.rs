@@ -1,0 +1,116 @@
+//! The assignment: who leads each partition, written by the controller.
+//!
+//! One file per controller epoch, `cluster/assignment-<epoch>`, replaced
+//! atomically by that epoch's controller only. Readers take the newest
+//! controller epoch that wrote one and never go back to an older epoch or
+//! version, so a deposed controller's late writes (to its own, older file)
+//! change nothing.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use vfs::Vfs;
+use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal};
+
+use super::election;
+use super::placement::{Leadership, PartitionKey};
+
+pub const CLUSTER_DIR: &str = "cluster";
+const KIND: &str = "assignment";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub controller_epoch: u32,
+    /// Grows with every rewrite within one controller epoch.
+    pub version: u64,
+    pub controller: u32,
+    /// Live brokers and the address clients should use for each.
+    pub brokers: BTreeMap<u32, String>,
+    /// `(topic id, partition, leadership)`, sorted.
+    pub partitions: Vec<(String, u32, Leadership)>,
+}
+
+impl Assignment {
+    pub fn leadership(&self, topic_id: &str, partition: u32) -> Option<Leadership> {
+        self.partitions
+            .iter()
+            .find(|(t, p, _)| t == topic_id && *p == partition)
+            .map(|(_, _, l)| *l)
+    }
+
+    pub fn as_map(&self) -> BTreeMap<PartitionKey, Leadership> {
+        self.partitions
+            .iter()
+            .map(|(t, p, l)| ((t.clone(), *p), *l))
+            .collect()
+    }
+
+    /// Newer than `other` in (controller epoch, version) order.
+    pub fn supersedes(&self, other: &Assignment) -> bool {
+        (self.controller_epoch, self.version) > (other.controller_epoch, other.version)
+    }
+}
+
+pub fn path(controller_epoch: u32) -> PathBuf {
+    Path::new(CLUSTER_DIR).join(format!("assignment-{controller_epoch:010}"))
+}
+
+pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
+    let json = serde_json::to_vec(a).map_err(io::Error::other)?;
+    atomic_replace(vfs, &path(a.controller_epoch), seal(KIND, &json)).await
+}
+
+/// The assignment of controller epoch `epoch`, if it wrote one (fresh read).
+pub async fn read(vfs: &dyn Vfs, epoch: u32) -> io::Result<Option<Assignment>> {
+    let p = path(epoch);
+    let bytes = match vfs::read_file(vfs, &p).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let payload = open_envelope(KIND, &bytes).map_err(|e| e.at(p.display()))?;
+    let a: Assignment = serde_json::from_slice(payload)
+        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(p.display()))?;
+    if a.controller_epoch != epoch {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} says controller epoch {}",
+                p.display(),
+                a.controller_epoch
+            ),
+        ));
+    }
+    Ok(Some(a))
+}
+
+/// Follows the assignment and never moves backwards.
+#[derive(Default)]
+pub struct AssignmentReader {
+    latest: Option<Assignment>,
+}
+
+impl AssignmentReader {
+    pub fn latest(&self) -> Option<&Assignment> {
+        self.latest.as_ref()
+    }
+
+    /// Reads the newest assignment: finds the newest controller epoch, then
+    /// walks down to the newest epoch that wrote an assignment. Keeps what
+    /// it had if that is not newer.
+    pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<Option<&Assignment>> {
+        let from = self.latest.as_ref().map_or(0, |a| a.controller_epoch);
+        let newest = election::newest_epoch(vfs, from).await?;
+        for epoch in (from.max(1)..=newest).rev() {
+            if let Some(a) = read(vfs, epoch).await? {
+                if self.latest.as_ref().is_none_or(|cur| a.supersedes(cur)) {
+                    self.latest = Some(a);
+                }
+                break;
+            }
+        }
+        Ok(self.latest.as_ref())
+    }
+}

@@ -1,0 +1,249 @@
+//! The controller loop every broker runs: follow the controller, take over
+//! when it is gone, and, as controller, keep the assignment current.
+//!
+//! Safety comes from the volume: one claim per controller epoch, and readers
+//! that only accept the newest epoch's assignment. Clocks only decide when
+//! to act: a broker counts another as dead when its heartbeat has not
+//! changed for `session_timeout` of *this* broker's clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use vfs::Vfs;
+use vfs::durable::ClaimToken;
+
+use super::assignment::{self, Assignment, AssignmentReader};
+use super::election::{self, Holder};
+use super::placement::{self, PartitionKey};
+use crate::heartbeat;
+use crate::layout::BROKERS_DIR;
+use crate::log::topic;
+
+/// What this broker is after a tick.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    Controller { epoch: u32 },
+    Follower { epoch: u32, controller: Option<u32> },
+}
+
+struct Seen {
+    incarnation: u64,
+    sequence: u64,
+    advertised: String,
+    changed: Instant,
+}
+
+pub struct ControllerAgent {
+    vfs: Arc<dyn Vfs>,
+    broker: u32,
+    token: ClaimToken,
+    session_timeout: Duration,
+    seen: BTreeMap<u32, Seen>,
+    known_epoch: u32,
+    /// When this broker first saw the newest epoch without a live holder.
+    orphaned_since: Option<(u32, Instant)>,
+    reader: AssignmentReader,
+}
+
+impl ControllerAgent {
+    pub fn new(vfs: Arc<dyn Vfs>, broker: u32, session_timeout: Duration) -> Self {
+        Self {
+            vfs,
+            broker,
+            token: ClaimToken::fresh(&format!("broker-{broker}")),
+            session_timeout,
+            seen: BTreeMap::new(),
+            known_epoch: 0,
+            orphaned_since: None,
+            reader: AssignmentReader::default(),
+        }
+    }
+
+    /// The newest assignment this broker has read (never older than before).
+    pub fn assignment(&self) -> Option<&Assignment> {
+        self.reader.latest()
+    }
+
+    pub async fn tick(&mut self) -> io::Result<Role> {
+        let now = Instant::now();
+        self.observe_heartbeats(now).await?;
+        let v = self.vfs.clone();
+        let epoch = election::newest_epoch(v.as_ref(), self.known_epoch).await?;
+        self.known_epoch = epoch;
+        let holder = match epoch {
+            0 => None,
+            e => Some(election::holder(v.as_ref(), e, &self.token).await?),
+        };
+        let role = match holder {
+            Some(Holder::Me) => {
+                self.orphaned_since = None;
+                self.act_as_controller(epoch, now).await?
+            }
+            Some(Holder::Broker(b)) if self.is_live(b, now) => {
+                self.orphaned_since = None;
+                Role::Follower {
+                    epoch,
+                    controller: Some(b),
+                }
+            }
+            _ => self.maybe_take_over(epoch, now).await?,
+        };
+        self.reader.refresh(v.as_ref()).await?;
+        Ok(role)
+    }
+
+    /// The newest epoch has no live controller: after a session timeout of
+    /// this broker's clock, claim the next epoch.
+    async fn maybe_take_over(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
+        let since = match self.orphaned_since {
+            Some((e, t)) if e == epoch => t,
+            _ => {
+                self.orphaned_since = Some((epoch, now));
+                now
+            }
+        };
+        // A brand-new cluster (no epoch yet) has nobody to wait for.
+        if epoch > 0 && now.duration_since(since) < self.session_timeout {
+            return Ok(Role::Follower {
+                epoch,
+                controller: None,
+            });
+        }
+        let next = epoch + 1;
+        let v = self.vfs.clone();
+        match election::try_claim(v.as_ref(), next, self.broker, &self.token).await? {
+            Holder::Me => {
+                tracing::info!(broker = self.broker, epoch = next, "became controller");
+                self.known_epoch = next;
+                self.orphaned_since = None;
+                self.act_as_controller(next, now).await
+            }
+            Holder::Broker(b) => {
+                self.known_epoch = next;
+                Ok(Role::Follower {
+                    epoch: next,
+                    controller: Some(b),
+                })
+            }
+            Holder::Undecided => {
+                self.known_epoch = next;
+                self.orphaned_since = Some((next, now));
+                Ok(Role::Follower {
+                    epoch: next,
+                    controller: None,
+                })
+            }
+        }
+    }
+
+    async fn act_as_controller(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
+        let v = self.vfs.clone();
+        let previous = self.reader.refresh(v.as_ref()).await?.cloned();
+        let live: BTreeSet<u32> = self
+            .seen
+            .keys()
+            .copied()
+            .filter(|&b| b == self.broker || self.is_live(b, now))
+            .collect();
+        let partitions = list_partitions(v.as_ref()).await?;
+        let prev_map = previous
+            .as_ref()
+            .map(Assignment::as_map)
+            .unwrap_or_default();
+        let placed = placement::place(&prev_map, &live, &partitions);
+        let brokers: BTreeMap<u32, String> = live
+            .iter()
+            .filter_map(|b| self.seen.get(b).map(|s| (*b, s.advertised.clone())))
+            .collect();
+        let unchanged = previous.as_ref().is_some_and(|p| {
+            p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
+        });
+        if !unchanged {
+            // Still the newest controller? A newer one makes this write moot
+            // (readers ignore older epochs), so skip it.
+            if election::newest_epoch(v.as_ref(), epoch).await? != epoch {
+                return Ok(Role::Follower {
+                    epoch,
+                    controller: None,
+                });
+            }
+            let version = match &previous {
+                Some(p) if p.controller_epoch == epoch => p.version + 1,
+                _ => 1,
+            };
+            let next = Assignment {
+                controller_epoch: epoch,
+                version,
+                controller: self.broker,
+                brokers,
+                partitions: placed.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
+            };
+            assignment::write(v.as_ref(), &next).await?;
+        }
+        Ok(Role::Controller { epoch })
+    }
+
+    async fn observe_heartbeats(&mut self, now: Instant) -> io::Result<()> {
+        let v = self.vfs.clone();
+        let listing = match v.read_dir(Path::new(BROKERS_DIR)).await {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in listing {
+            let Ok(id) = entry.name.parse::<u32>() else {
+                continue;
+            };
+            let Ok(hb) = heartbeat::read(v.as_ref(), id).await else {
+                continue; // torn, in flight or gone: judged by what was seen before
+            };
+            let changed = match self.seen.get(&id) {
+                Some(s) if s.incarnation == hb.incarnation && s.sequence == hb.sequence => {
+                    s.changed
+                }
+                _ => now,
+            };
+            self.seen.insert(
+                id,
+                Seen {
+                    incarnation: hb.incarnation,
+                    sequence: hb.sequence,
+                    advertised: hb.advertised,
+                    changed,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn is_live(&self, broker: u32, now: Instant) -> bool {
+        self.seen
+            .get(&broker)
+            .is_some_and(|s| now.duration_since(s.changed) < self.session_timeout)
+    }
+}
+
+/// Every partition of every topic (the listing may lag; it catches up).
+async fn list_partitions(vfs: &dyn Vfs) -> io::Result<BTreeSet<PartitionKey>> {
+    let mut out = BTreeSet::new();
+    let listing = match vfs.read_dir(Path::new(topic::TOPICS_DIR)).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in listing {
+        if entry.name.starts_with('.') || entry.name == "names" {
+            continue;
+        }
+        match topic::read_meta(vfs, &entry.name).await {
+            Ok(meta) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {} // deleted meanwhile
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}

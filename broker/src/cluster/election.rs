@@ -1,0 +1,84 @@
+//! Controller election: exclusive-create claims of consecutive epochs.
+//!
+//! `cluster/controller-<epoch>` is claimed (vfs::durable::claim) by the
+//! broker that becomes controller for that epoch; the claim names its broker
+//! id. Every claimant asks for the epoch after the newest it can find, so
+//! claims are consecutive and the newest one is found by opening upward
+//! until a name is missing (opens by path are fresh; listings are not).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use vfs::durable::{Claim, ClaimToken, claim, read_claim};
+use vfs::{OpenOptions, Vfs};
+
+use super::assignment::CLUSTER_DIR;
+
+pub fn claim_path(epoch: u32) -> PathBuf {
+    Path::new(CLUSTER_DIR).join(format!("controller-{epoch:010}"))
+}
+
+async fn exists(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
+    match vfs.open(path, OpenOptions::read()).await {
+        Ok(f) => {
+            let _ = f.close().await;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The newest claimed controller epoch at or above `from` (0: none yet).
+pub async fn newest_epoch(vfs: &dyn Vfs, from: u32) -> io::Result<u32> {
+    let mut epoch = from;
+    while exists(vfs, &claim_path(epoch + 1)).await? {
+        epoch += 1;
+    }
+    Ok(epoch)
+}
+
+/// Who holds controller epoch `epoch`, from `me`'s point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    Me,
+    Broker(u32),
+    /// Claimed but not (yet) readable: nobody may act as its controller.
+    Undecided,
+}
+
+pub async fn holder(vfs: &dyn Vfs, epoch: u32, me: &ClaimToken) -> io::Result<Holder> {
+    Ok(match read_claim(vfs, &claim_path(epoch), me).await? {
+        Claim::Won => Holder::Me,
+        Claim::Lost { payload, .. } => Holder::Broker(parse_broker(&payload)?),
+        Claim::Undecided(_) => Holder::Undecided,
+    })
+}
+
+/// Tries to become controller of `epoch`.
+pub async fn try_claim(
+    vfs: &dyn Vfs,
+    epoch: u32,
+    broker: u32,
+    me: &ClaimToken,
+) -> io::Result<Holder> {
+    Ok(
+        match claim(vfs, &claim_path(epoch), me, broker.to_string().as_bytes()).await? {
+            Claim::Won => Holder::Me,
+            Claim::Lost { payload, .. } => Holder::Broker(parse_broker(&payload)?),
+            Claim::Undecided(_) => Holder::Undecided,
+        },
+    )
+}
+
+fn parse_broker(payload: &[u8]) -> io::Result<u32> {
+    std::str::from_utf8(payload)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "controller claim names no broker id",
+            )
+        })
+}

@@ -1,0 +1,12 @@
+//! The cluster on one volume: controller election, the assignment, and
+//! leader placement.
+//!
+//! ```text
+//! cluster/controller-<epoch>     claim of controller epoch (exclusive create)
+//! cluster/assignment-<epoch>     written only by that epoch's controller (atomic replace)
+//! ```
+
+pub mod assignment;
+pub mod controller;
+pub mod election;
+pub mod placement;

@@ -1,0 +1,200 @@
+//! Controller election and the assignment on the model NFS, one host per broker.
+#![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use broker::cluster::assignment::{self, Assignment, AssignmentReader};
+use broker::cluster::controller::{ControllerAgent, Role};
+use broker::heartbeat::{self, Heartbeat};
+use broker::log::topic;
+use vfs::Vfs;
+use vfs::model::{ModelNfs, NfsConfig};
+
+const SESSION: Duration = Duration::from_secs(6);
+
+struct Broker {
+    vfs: Arc<dyn Vfs>,
+    agent: ControllerAgent,
+    hb: Heartbeat,
+    alive: bool,
+}
+
+async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
+    let mut out = Vec::new();
+    for id in 0..n {
+        let vfs: Arc<dyn Vfs> = Arc::new(nfs.host(id));
+        broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
+        out.push(Broker {
+            agent: ControllerAgent::new(vfs.clone(), id, SESSION),
+            hb: Heartbeat {
+                broker_id: id,
+                incarnation: u64::from(id) + 100,
+                sequence: 0,
+                advertised: format!("broker-{id}:9092"),
+            },
+            vfs,
+            alive: true,
+        });
+    }
+    out
+}
+
+/// One second of cluster life: live brokers heartbeat and tick.
+async fn second(brokers: &mut [Broker]) -> BTreeMap<u32, Role> {
+    let mut roles = BTreeMap::new();
+    for b in brokers.iter_mut().filter(|b| b.alive) {
+        b.hb.sequence += 1;
+        heartbeat::write(b.vfs.as_ref(), &b.hb).await.unwrap();
+        roles.insert(b.hb.broker_id, b.agent.tick().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    roles
+}
+
+fn controllers(roles: &BTreeMap<u32, Role>) -> Vec<(u32, u32)> {
+    roles
+        .iter()
+        .filter_map(|(b, r)| match r {
+            Role::Controller { epoch } => Some((*b, *epoch)),
+            Role::Follower { .. } => None,
+        })
+        .collect()
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn one_controller_assigns_every_partition_and_a_successor_takes_over() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 5);
+    let mut brokers = cluster(&nfs, 3).await;
+    let t = topic::create_topic(brokers[0].vfs.as_ref(), "orders", 6)
+        .await
+        .unwrap();
+    // Brokers find each other through directory listings, which NFS may
+    // serve from cache for up to acdirmax (60 s): give it that long.
+    let mut first = None;
+    for _ in 0..70 {
+        let roles = second(&mut brokers).await;
+        let c = controllers(&roles);
+        assert!(c.len() <= 1, "two controllers at once: {c:?}");
+        first = c.first().copied().or(first);
+    }
+    let (controller, epoch) = first.expect("a controller was elected");
+    let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
+    let mut reader = AssignmentReader::default();
+    let a = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert_eq!((a.controller, a.controller_epoch), (controller, epoch));
+    assert_eq!(a.partitions.len(), 6);
+    let mut load = BTreeMap::new();
+    for (topic_id, _, l) in &a.partitions {
+        assert_eq!(topic_id, &t.id);
+        *load.entry(l.leader).or_insert(0) += 1;
+    }
+    assert_eq!(
+        load.values().copied().collect::<Vec<_>>(),
+        [2, 2, 2],
+        "{load:?}"
+    );
+
+    // The controller dies; another broker takes over after the session
+    // timeout, with the next epoch, and moves only the dead one's partitions.
+    brokers[controller as usize].alive = false;
+    let mut successor = None;
+    for _ in 0..70 {
+        let roles = second(&mut brokers).await;
+        let c = controllers(&roles);
+        assert!(c.len() <= 1, "{c:?}");
+        if let Some(&(b, e)) = c.first() {
+            successor = Some((b, e));
+        }
+    }
+    let (new_controller, new_epoch) = successor.expect("a successor took over");
+    assert_ne!(new_controller, controller);
+    assert!(new_epoch > epoch);
+    let b = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert!(b.supersedes(&a));
+    for (topic_id, p, before) in &a.partitions {
+        let after = b.leadership(topic_id, *p).unwrap();
+        if before.leader == controller {
+            assert_ne!(after.leader, controller);
+            assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+        } else {
+            assert_eq!(after, *before);
+        }
+    }
+    assert!(
+        !b.brokers.contains_key(&controller),
+        "only live brokers are advertised"
+    );
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_deposed_controller_cannot_move_readers_backwards() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 6);
+    let mut brokers = cluster(&nfs, 2).await;
+    topic::create_topic(brokers[0].vfs.as_ref(), "t", 2)
+        .await
+        .unwrap();
+    for _ in 0..70 {
+        second(&mut brokers).await;
+    }
+    let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
+    let mut reader = AssignmentReader::default();
+    let first = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    // The first controller stalls; the other broker takes over.
+    brokers[first.controller as usize].alive = false;
+    for _ in 0..20 {
+        second(&mut brokers).await;
+    }
+    let current = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert!(
+        current.controller_epoch > first.controller_epoch,
+        "{current:?}"
+    );
+    // The stalled controller wakes up and rewrites "its" assignment with a
+    // huge version: that lands in its own epoch's file, which nobody reads.
+    let stale = Assignment {
+        version: 1_000_000,
+        partitions: Vec::new(),
+        ..first.clone()
+    };
+    let zombie = brokers[first.controller as usize].vfs.clone();
+    assignment::write(zombie.as_ref(), &stale).await.unwrap();
+    let after = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert_eq!(after, current);
+    let mut fresh_reader = AssignmentReader::default();
+    let seen = fresh_reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert_eq!(seen, current, "a new reader also takes the newest epoch");
+}
