@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod config;
 pub mod heartbeat;
 pub mod layout;
+pub mod leaders;
 pub mod log;
 pub mod node;
 pub mod protocol;

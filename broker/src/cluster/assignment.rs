@@ -26,10 +26,17 @@ pub struct Assignment {
     /// Grows with every rewrite within one controller epoch.
     pub version: u64,
     pub controller: u32,
-    /// Live brokers and the address clients should use for each.
-    pub brokers: BTreeMap<u32, String>,
+    /// Live brokers: the address clients should use and the process
+    /// (heartbeat incarnation) the assignment was made for.
+    pub brokers: BTreeMap<u32, BrokerEntry>,
     /// `(topic id, partition, leadership)`, sorted.
     pub partitions: Vec<(String, u32, Leadership)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEntry {
+    pub advertised: String,
+    pub incarnation: u64,
 }
 
 impl Assignment {

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
-use super::assignment::{self, Assignment, AssignmentReader};
+use super::assignment::{self, Assignment, AssignmentReader, BrokerEntry};
 use super::election::{self, Holder};
 use super::placement::{self, PartitionKey};
 use crate::heartbeat;
@@ -154,11 +154,29 @@ impl ControllerAgent {
             .as_ref()
             .map(Assignment::as_map)
             .unwrap_or_default();
-        let placed = placement::place(&prev_map, &live, &partitions);
-        let brokers: BTreeMap<u32, String> = live
+        let brokers: BTreeMap<u32, BrokerEntry> = live
             .iter()
-            .filter_map(|b| self.seen.get(b).map(|s| (*b, s.advertised.clone())))
+            .filter_map(|b| {
+                self.seen.get(b).map(|s| {
+                    let entry = BrokerEntry {
+                        advertised: s.advertised.clone(),
+                        incarnation: s.incarnation,
+                    };
+                    (*b, entry)
+                })
+            })
             .collect();
+        let restarted: BTreeSet<u32> = previous
+            .iter()
+            .flat_map(|p| p.brokers.iter())
+            .filter(|(b, e)| {
+                brokers
+                    .get(b)
+                    .is_some_and(|now| now.incarnation != e.incarnation)
+            })
+            .map(|(b, _)| *b)
+            .collect();
+        let placed = placement::place(&prev_map, &live, &restarted, &partitions);
         let unchanged = previous.as_ref().is_some_and(|p| {
             p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
         });

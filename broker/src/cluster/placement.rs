@@ -21,15 +21,26 @@ pub struct Leadership {
 /// partitions from the most to the least loaded broker until no two differ
 /// by more than one; drops partitions of topics that no longer exist. With
 /// no live broker, nothing moves.
+///
+/// A leader in `restarted` (a new process since the previous assignment)
+/// keeps its partitions under a new epoch: the new process cannot hold the
+/// old process's epoch claims.
 pub fn place(
     previous: &BTreeMap<PartitionKey, Leadership>,
     live: &BTreeSet<u32>,
+    restarted: &BTreeSet<u32>,
     partitions: &BTreeSet<PartitionKey>,
 ) -> BTreeMap<PartitionKey, Leadership> {
     let mut next: BTreeMap<PartitionKey, Leadership> = previous
         .iter()
         .filter(|(k, _)| partitions.contains(*k))
-        .map(|(k, v)| (k.clone(), *v))
+        .map(|(k, v)| {
+            let mut l = *v;
+            if restarted.contains(&l.leader) && live.contains(&l.leader) {
+                l.leader_epoch += 1;
+            }
+            (k.clone(), l)
+        })
         .collect();
     if live.is_empty() {
         return next;
@@ -104,7 +115,7 @@ mod tests {
     #[test]
     fn spreads_evenly_and_starts_at_epoch_one() {
         let live = BTreeSet::from([0, 1, 2]);
-        let a = place(&BTreeMap::new(), &live, &keys(6));
+        let a = place(&BTreeMap::new(), &live, &BTreeSet::new(), &keys(6));
         let mut per_broker = BTreeMap::new();
         for l in a.values() {
             *per_broker.entry(l.leader).or_insert(0) += 1;
@@ -115,8 +126,13 @@ mod tests {
 
     #[test]
     fn only_partitions_of_dead_brokers_move_and_each_move_bumps_the_epoch() {
-        let a = place(&BTreeMap::new(), &BTreeSet::from([0, 1, 2]), &keys(6));
-        let b = place(&a, &BTreeSet::from([0, 2]), &keys(6));
+        let a = place(
+            &BTreeMap::new(),
+            &BTreeSet::from([0, 1, 2]),
+            &BTreeSet::new(),
+            &keys(6),
+        );
+        let b = place(&a, &BTreeSet::from([0, 2]), &BTreeSet::new(), &keys(6));
         for (k, before) in &a {
             let after = b[k];
             if before.leader == 1 {
@@ -127,16 +143,32 @@ mod tests {
             }
         }
         // Broker 1 comes back: it gets its share again, each move a new epoch.
-        let c = place(&b, &BTreeSet::from([0, 1, 2]), &keys(6));
+        let c = place(&b, &BTreeSet::from([0, 1, 2]), &BTreeSet::new(), &keys(6));
         assert_eq!(c.values().filter(|l| l.leader == 1).count(), 2);
         for (k, l) in &c {
             assert!(l.leader_epoch == b[k].leader_epoch || l.leader_epoch == b[k].leader_epoch + 1);
         }
         // Balanced already: a stable assignment does not change.
-        assert_eq!(place(&c, &BTreeSet::from([0, 1, 2]), &keys(6)), c);
+        assert_eq!(
+            place(&c, &BTreeSet::from([0, 1, 2]), &BTreeSet::new(), &keys(6)),
+            c
+        );
         // Nobody alive: nothing changes, epochs do not grow.
-        assert_eq!(place(&b, &BTreeSet::new(), &keys(6)), b);
+        assert_eq!(place(&b, &BTreeSet::new(), &BTreeSet::new(), &keys(6)), b);
+        // A restarted leader keeps its partitions under new epochs.
+        let d = place(
+            &c,
+            &BTreeSet::from([0, 1, 2]),
+            &BTreeSet::from([2]),
+            &keys(6),
+        );
+        for (k, l) in &d {
+            let was = c[k];
+            assert_eq!(l.leader, was.leader);
+            let bump = u32::from(was.leader == 2);
+            assert_eq!(l.leader_epoch, was.leader_epoch + bump);
+        }
         // A deleted topic's partitions leave the assignment.
-        assert!(place(&b, &BTreeSet::from([0]), &BTreeSet::new()).is_empty());
+        assert!(place(&b, &BTreeSet::from([0]), &BTreeSet::new(), &BTreeSet::new()).is_empty());
     }
 }

@@ -1,0 +1,102 @@
+//! The partitions this broker leads, kept in step with the assignment.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use vfs::Vfs;
+use vfs::durable::ClaimToken;
+
+use crate::cluster::assignment::Assignment;
+use crate::log::fence::{EpochClaims, LeadershipFence};
+use crate::log::{LogConfig, PartitionLog, topic};
+
+pub struct Leaders {
+    vfs: Arc<dyn Vfs>,
+    broker: u32,
+    token: ClaimToken,
+    config: LogConfig,
+    logs: Mutex<BTreeMap<(String, u32), Arc<PartitionLog>>>,
+    /// Woken after every append, for fetches waiting for data.
+    pub appended: tokio::sync::Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Leaders {
+    pub fn new(vfs: Arc<dyn Vfs>, broker: u32, config: LogConfig) -> Self {
+        Self {
+            vfs,
+            broker,
+            token: ClaimToken::fresh(&format!("broker-{broker}")),
+            config,
+            logs: Mutex::new(BTreeMap::new()),
+            appended: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn get(&self, topic_id: &str, partition: u32) -> Option<Arc<PartitionLog>> {
+        lock(&self.logs)
+            .get(&(topic_id.to_owned(), partition))
+            .cloned()
+    }
+
+    /// Stops leading a partition (fenced, or no longer assigned here).
+    pub async fn step_down(&self, topic_id: &str, partition: u32) {
+        let log = lock(&self.logs).remove(&(topic_id.to_owned(), partition));
+        if let Some(log) = log.and_then(|l| Arc::try_unwrap(l).ok()) {
+            if let Err(e) = log.close().await {
+                tracing::warn!(topic_id, partition, error = %e, "closing a partition after stepping down");
+            }
+        }
+    }
+
+    /// Opens every partition the assignment gives this broker (in its
+    /// epoch) and lets go of the others. A takeover that fails is retried at
+    /// the next call.
+    pub async fn sync(&self, a: &Assignment) {
+        let mine: BTreeMap<(String, u32), u32> = a
+            .partitions
+            .iter()
+            .filter(|(_, _, l)| l.leader == self.broker)
+            .map(|(t, p, l)| ((t.clone(), *p), l.leader_epoch))
+            .collect();
+        let held: Vec<((String, u32), u32)> = lock(&self.logs)
+            .iter()
+            .map(|(k, log)| (k.clone(), log.epoch()))
+            .collect();
+        for ((t, p), epoch) in held {
+            if mine.get(&(t.clone(), p)) != Some(&epoch) {
+                self.step_down(&t, p).await;
+            }
+        }
+        for ((t, p), epoch) in mine {
+            if self.get(&t, p).is_some() {
+                continue;
+            }
+            let dir = topic::partition_dir(&t, p);
+            let fence: Arc<dyn LeadershipFence> =
+                Arc::new(EpochClaims::new(self.vfs.clone(), dir.clone()));
+            match PartitionLog::open_as_leader(
+                self.vfs.clone(),
+                dir,
+                (&t, p),
+                epoch,
+                &self.token,
+                fence,
+                self.config.clone(),
+            )
+            .await
+            {
+                Ok(log) => {
+                    tracing::info!(topic_id = %t, partition = p, epoch, "leading");
+                    lock(&self.logs).insert((t, p), Arc::new(log));
+                }
+                Err(e) => {
+                    tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; retrying")
+                }
+            }
+        }
+    }
+}
