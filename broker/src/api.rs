@@ -1,12 +1,544 @@
 //! The broker's answers to Kafka requests.
+//!
+//! Leadership comes from the controller's assignment (a single broker is a
+//! cluster of one: it elects itself and assigns itself every partition);
+//! data goes through the partition logs this broker leads.
 
-use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, ResponseKind,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::watch;
+use uuid::Uuid;
+use vfs::Vfs;
+
+use crate::cluster::assignment::Assignment;
+use crate::leaders::Leaders;
+use crate::log::topic::{self, TopicError, TopicMeta};
+use crate::log::{LogError, PartitionLog};
 use crate::protocol::{Handler, versions};
 
+/// Settings of the request handlers.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    pub broker_id: u32,
+    pub advertised: String,
+    pub auto_create_topics: bool,
+    pub default_partitions: u32,
+    /// Largest record set accepted per partition (Kafka's message.max.bytes).
+    pub max_message_bytes: usize,
+}
+
 /// The request handler of one broker.
-#[derive(Default)]
-pub struct Api;
+pub struct Api {
+    vfs: Arc<dyn Vfs>,
+    config: ApiConfig,
+    leaders: Arc<Leaders>,
+    assignment: watch::Receiver<Option<Assignment>>,
+}
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+fn name_of(t: &TopicName) -> &str {
+    t.0.as_str()
+}
+
+fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn uuid_of(meta: &TopicMeta) -> Uuid {
+    Uuid::parse_str(&meta.id).unwrap_or(Uuid::nil())
+}
+
+fn split_host_port(addr: &str) -> (String, i32) {
+    match addr.rsplit_once(':') {
+        Some((h, p)) => (
+            h.trim_matches(['[', ']']).to_owned(),
+            p.parse().unwrap_or(9092),
+        ),
+        None => (addr.to_owned(), 9092),
+    }
+}
+
+impl Api {
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        config: ApiConfig,
+        leaders: Arc<Leaders>,
+        assignment: watch::Receiver<Option<Assignment>>,
+    ) -> Self {
+        Self {
+            vfs,
+            config,
+            leaders,
+            assignment,
+        }
+    }
+
+    fn current(&self) -> Option<Assignment> {
+        self.assignment.borrow().clone()
+    }
+
+    /// The log of a partition this broker leads, or the error to answer.
+    async fn log_for(&self, name: &str, partition: i32) -> Result<Arc<PartitionLog>, i16> {
+        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(code(ResponseError::UnknownTopicOrPartition)),
+            Err(_) => return Err(code(ResponseError::KafkaStorageError)),
+        };
+        let p =
+            u32::try_from(partition).map_err(|_| code(ResponseError::UnknownTopicOrPartition))?;
+        if p >= meta.partitions {
+            return Err(code(ResponseError::UnknownTopicOrPartition));
+        }
+        self.leaders
+            .get(&meta.id, p)
+            .ok_or(code(ResponseError::NotLeaderOrFollower))
+    }
+
+    async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {
+        let a = self.current();
+        let mut brokers: Vec<MetadataResponseBroker> = match &a {
+            Some(a) => a
+                .brokers
+                .iter()
+                .map(|(id, b)| {
+                    let (host, port) = split_host_port(&b.advertised);
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(*id as i32))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        if !brokers
+            .iter()
+            .any(|b| b.node_id.0 == self.config.broker_id as i32)
+        {
+            let (host, port) = split_host_port(&self.config.advertised);
+            brokers.push(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(self.config.broker_id as i32))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port),
+            );
+        }
+        let requested: Option<Vec<String>> = match req.topics {
+            None => None,
+            Some(t) if t.is_empty() && version == 0 => None,
+            Some(t) => Some(
+                t.into_iter()
+                    .filter_map(|t| t.name.map(|n| name_of(&n).to_owned()))
+                    .collect(),
+            ),
+        };
+        let auto_create =
+            self.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+        let mut topics = Vec::new();
+        let names = match requested {
+            Some(names) => names,
+            None => self.all_topic_names().await,
+        };
+        for name in names {
+            topics.push(
+                self.topic_metadata(&name, a.as_ref(), auto_create, version)
+                    .await,
+            );
+        }
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(match &a {
+                Some(a) if version >= 1 => a.controller as i32,
+                _ => -1,
+            }))
+            .with_cluster_id(None)
+            .with_topics(topics)
+    }
+
+    async fn all_topic_names(&self) -> Vec<String> {
+        let Ok(listing) = self
+            .vfs
+            .read_dir(std::path::Path::new(topic::TOPICS_DIR))
+            .await
+        else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for e in listing {
+            if e.name.starts_with('.') || e.name == "names" {
+                continue;
+            }
+            if let Ok(meta) = topic::read_meta(self.vfs.as_ref(), &e.name).await {
+                names.push(meta.name);
+            }
+        }
+        names.sort();
+        names
+    }
+
+    async fn topic_metadata(
+        &self,
+        name: &str,
+        a: Option<&Assignment>,
+        auto_create: bool,
+        version: i16,
+    ) -> MetadataResponseTopic {
+        let base = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
+        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => m,
+            Ok(None) if auto_create => {
+                return match topic::create_topic(
+                    self.vfs.as_ref(),
+                    name,
+                    self.config.default_partitions,
+                )
+                .await
+                {
+                    // Leaders come with the controller's next assignment.
+                    Ok(_) | Err(TopicError::Exists(_)) => {
+                        base.with_error_code(code(ResponseError::LeaderNotAvailable))
+                    }
+                    Err(TopicError::InvalidName(..)) => {
+                        base.with_error_code(code(ResponseError::InvalidTopicException))
+                    }
+                    Err(_) => base.with_error_code(code(ResponseError::KafkaStorageError)),
+                };
+            }
+            Ok(None) => return base.with_error_code(code(ResponseError::UnknownTopicOrPartition)),
+            Err(_) => return base.with_error_code(code(ResponseError::KafkaStorageError)),
+        };
+        let partitions = (0..meta.partitions)
+            .map(|p| {
+                let part = MetadataResponsePartition::default().with_partition_index(p as i32);
+                match a.and_then(|a| a.leadership(&meta.id, p)) {
+                    Some(l) => part
+                        .with_leader_id(BrokerId(l.leader as i32))
+                        .with_leader_epoch(if version >= 7 {
+                            l.leader_epoch as i32
+                        } else {
+                            -1
+                        })
+                        .with_replica_nodes(vec![BrokerId(l.leader as i32)])
+                        .with_isr_nodes(vec![BrokerId(l.leader as i32)]),
+                    None => part
+                        .with_error_code(code(ResponseError::LeaderNotAvailable))
+                        .with_leader_id(BrokerId(-1)),
+                }
+            })
+            .collect();
+        let id = if version >= 10 {
+            uuid_of(&meta)
+        } else {
+            Uuid::nil()
+        };
+        base.with_topic_id(id).with_partitions(partitions)
+    }
+
+    async fn produce(&self, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+        let mut responses = Vec::new();
+        for t in req.topic_data {
+            let name = name_of(&t.name).to_owned();
+            let mut parts = Vec::new();
+            for p in t.partition_data {
+                let r = PartitionProduceResponse::default()
+                    .with_index(p.index)
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1);
+                let records = p.records.unwrap_or_default();
+                let r = if records.len() > self.config.max_message_bytes {
+                    r.with_error_code(code(ResponseError::MessageTooLarge))
+                } else {
+                    match self.log_for(&name, p.index).await {
+                        Err(c) => r.with_error_code(c),
+                        Ok(log) => self.append(&log, records, r, version).await,
+                    }
+                };
+                parts.push(r);
+            }
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(t.name)
+                    .with_partition_responses(parts),
+            );
+        }
+        // acks=0: the client waits for nothing, so nothing is sent.
+        (req.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    }
+
+    async fn append(
+        &self,
+        log: &PartitionLog,
+        records: Bytes,
+        r: PartitionProduceResponse,
+        version: i16,
+    ) -> PartitionProduceResponse {
+        match log.append(records).await {
+            Ok(a) => {
+                self.leaders.appended.notify_waiters();
+                let start = if version >= 5 {
+                    log.log_start_offset()
+                } else {
+                    -1
+                };
+                r.with_base_offset(a.base_offset)
+                    .with_log_start_offset(start)
+            }
+            Err(LogError::Corrupt(_)) => r.with_error_code(code(ResponseError::CorruptMessage)),
+            Err(LogError::Fenced(_)) => {
+                let dir = log.dir().to_path_buf();
+                tracing::info!(dir = %dir.display(), "fenced: stepping down");
+                r.with_error_code(code(ResponseError::NotLeaderOrFollower))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "append failed");
+                r.with_error_code(code(ResponseError::KafkaStorageError))
+            }
+        }
+    }
+
+    async fn fetch(&self, req: FetchRequest, version: i16) -> FetchResponse {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+        loop {
+            // Registered before reading, so an append in between is not missed.
+            let appended = self.leaders.appended.notified();
+            let (response, bytes) = self.fetch_once(&req, version).await;
+            let enough = bytes >= req.min_bytes.max(0) as usize;
+            if enough || tokio::time::Instant::now() >= deadline {
+                return response;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let _ = tokio::time::timeout(left, appended).await;
+        }
+    }
+
+    async fn fetch_once(&self, req: &FetchRequest, version: i16) -> (FetchResponse, usize) {
+        let start_of = |s: i64| if version >= 5 { s } else { -1 };
+        let mut budget = if req.max_bytes > 0 {
+            req.max_bytes as usize
+        } else {
+            usize::MAX
+        };
+        let mut total = 0;
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let name = name_of(&t.topic).to_owned();
+            let mut parts = Vec::new();
+            for p in &t.partitions {
+                let d = PartitionData::default()
+                    .with_partition_index(p.partition)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_preferred_read_replica(BrokerId(-1));
+                let d = match self.log_for(&name, p.partition).await {
+                    Err(c) => d.with_error_code(c),
+                    Ok(log) => {
+                        let max = (p.partition_max_bytes.max(0) as usize).min(budget);
+                        match log.read(p.fetch_offset, max.max(1)).await {
+                            Ok(r) => {
+                                let n = r.records.len();
+                                budget = budget.saturating_sub(n);
+                                total += n;
+                                d.with_high_watermark(r.high_watermark)
+                                    .with_last_stable_offset(r.high_watermark)
+                                    .with_log_start_offset(start_of(r.log_start_offset))
+                                    .with_aborted_transactions(Some(Vec::new()))
+                                    .with_records(Some(r.records))
+                            }
+                            Err(LogError::OutOfRange { start, end, .. }) => d
+                                .with_error_code(code(ResponseError::OffsetOutOfRange))
+                                .with_high_watermark(end)
+                                .with_log_start_offset(start_of(start)),
+                            Err(_) => d.with_error_code(code(ResponseError::KafkaStorageError)),
+                        }
+                    }
+                };
+                parts.push(d);
+            }
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(parts),
+            );
+        }
+        (FetchResponse::default().with_responses(topics), total)
+    }
+
+    async fn list_offsets(&self, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+        let mut topics = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let mut parts = Vec::new();
+            for p in t.partitions {
+                let r = ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(-1);
+                let r = match self.log_for(&name, p.partition_index).await {
+                    Err(c) => r.with_error_code(c),
+                    Ok(log) => {
+                        let r = if version >= 4 {
+                            r.with_leader_epoch(log.epoch() as i32)
+                        } else {
+                            r
+                        };
+                        match p.timestamp {
+                            -2 => r.with_offset(log.log_start_offset()),
+                            -1 => r.with_offset(log.high_watermark()),
+                            ts => match log.offset_for_timestamp(ts).await {
+                                Ok(Some((offset, found))) => {
+                                    r.with_offset(offset).with_timestamp(found)
+                                }
+                                Ok(None) => r.with_offset(log.high_watermark()),
+                                Err(_) => r.with_error_code(code(ResponseError::KafkaStorageError)),
+                            },
+                        }
+                    }
+                };
+                parts.push(r);
+            }
+            topics.push(
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(parts),
+            );
+        }
+        ListOffsetsResponse::default().with_topics(topics)
+    }
+
+    async fn create_topics(&self, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+        let mut results = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let partitions = if t.num_partitions == -1 {
+                self.config.default_partitions as i32
+            } else {
+                t.num_partitions
+            };
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let result = if version >= 5 {
+                result
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)
+            } else {
+                result
+            };
+            let error = if let Err(e) = topic::validate_name(&name) {
+                Some((ResponseError::InvalidTopicException, e.to_string()))
+            } else if partitions < 1 {
+                Some((
+                    ResponseError::InvalidPartitions,
+                    format!("{partitions} partitions"),
+                ))
+            } else if t.replication_factor == 0 || t.replication_factor < -1 {
+                Some((
+                    ResponseError::InvalidReplicationFactor,
+                    format!("replication factor {}", t.replication_factor),
+                ))
+            } else {
+                None
+            };
+            let result = match error {
+                Some((e, msg)) => result
+                    .with_error_code(code(e))
+                    .with_error_message(Some(StrBytes::from_string(msg))),
+                None if req.validate_only => match topic::lookup(self.vfs.as_ref(), &name).await {
+                    Ok(Some(_)) => result.with_error_code(code(ResponseError::TopicAlreadyExists)),
+                    _ => result,
+                },
+                None => {
+                    match topic::create_topic(self.vfs.as_ref(), &name, partitions as u32).await {
+                        Ok(meta) if version >= 7 => result.with_topic_id(uuid_of(&meta)),
+                        Ok(_) => result,
+                        Err(TopicError::Exists(_)) => {
+                            result.with_error_code(code(ResponseError::TopicAlreadyExists))
+                        }
+                        Err(e) => result
+                            .with_error_code(code(ResponseError::KafkaStorageError))
+                            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                    }
+                }
+            };
+            results.push(result);
+        }
+        CreateTopicsResponse::default().with_topics(results)
+    }
+
+    async fn delete_topics(&self, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+        let mut wanted: Vec<(Option<String>, Uuid)> = req
+            .topic_names
+            .iter()
+            .map(|n| (Some(name_of(n).to_owned()), Uuid::nil()))
+            .collect();
+        wanted.extend(
+            req.topics
+                .iter()
+                .map(|t| (t.name.as_ref().map(|n| name_of(n).to_owned()), t.topic_id)),
+        );
+        let mut by_id: BTreeMap<String, TopicMeta> = BTreeMap::new();
+        if wanted.iter().any(|(n, _)| n.is_none()) {
+            for name in self.all_topic_names().await {
+                if let Ok(Some(m)) = topic::lookup(self.vfs.as_ref(), &name).await {
+                    by_id.insert(m.id.clone(), m);
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for (name, id) in wanted {
+            let meta = match &name {
+                Some(n) => topic::lookup(self.vfs.as_ref(), n).await.ok().flatten(),
+                None => by_id.get(&id.hyphenated().to_string()).cloned(),
+            };
+            let result = DeletableTopicResult::default()
+                .with_name(name.as_deref().map(topic_name))
+                .with_topic_id(id);
+            let result = match meta {
+                None => result.with_error_code(if name.is_some() {
+                    code(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    code(ResponseError::UnknownTopicId)
+                }),
+                Some(m) => match topic::delete_topic(self.vfs.as_ref(), &m).await {
+                    Ok(()) if version >= 6 => result
+                        .with_name(Some(topic_name(&m.name)))
+                        .with_topic_id(uuid_of(&m)),
+                    Ok(()) => result.with_name(Some(topic_name(&m.name))),
+                    Err(e) if version >= 5 => result
+                        .with_error_code(code(ResponseError::KafkaStorageError))
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                    Err(_) => result.with_error_code(code(ResponseError::KafkaStorageError)),
+                },
+            };
+            results.push(result);
+        }
+        DeleteTopicsResponse::default().with_responses(results)
+    }
+}
 
 #[async_trait::async_trait]
 impl Handler for Api {
@@ -14,12 +546,24 @@ impl Handler for Api {
         &self,
         header: &RequestHeader,
         request: RequestKind,
-    ) -> Result<ResponseKind, String> {
-        match request {
-            RequestKind::ApiVersions(_) => Ok(ResponseKind::ApiVersions(
-                versions::api_versions(header.request_api_version).0,
-            )),
-            other => Err(format!("no handler for {other:?}")),
-        }
+    ) -> Result<Option<ResponseKind>, String> {
+        let v = header.request_api_version;
+        Ok(Some(match request {
+            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(versions::api_versions(v).0),
+            RequestKind::Metadata(r) => ResponseKind::Metadata(self.metadata(r, v).await),
+            RequestKind::Produce(r) => match self.produce(r, v).await {
+                Some(resp) => ResponseKind::Produce(resp),
+                None => return Ok(None),
+            },
+            RequestKind::Fetch(r) => ResponseKind::Fetch(self.fetch(r, v).await),
+            RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(self.list_offsets(r, v).await),
+            RequestKind::CreateTopics(r) => {
+                ResponseKind::CreateTopics(self.create_topics(r, v).await)
+            }
+            RequestKind::DeleteTopics(r) => {
+                ResponseKind::DeleteTopics(self.delete_topics(r, v).await)
+            }
+            other => return Err(format!("no handler for {other:?}")),
+        }))
     }
 }

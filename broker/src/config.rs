@@ -35,6 +35,19 @@ pub struct Config {
     /// Seconds between two heartbeats this broker writes to the volume.
     #[arg(long, env = "KAAS_HEARTBEAT_INTERVAL_SECS", default_value_t = 2)]
     pub heartbeat_interval_secs: u64,
+
+    /// Seconds without a heartbeat after which a broker counts as gone and
+    /// its partitions (or the controller role) move elsewhere.
+    #[arg(long, env = "KAAS_SESSION_TIMEOUT_SECS", default_value_t = 10)]
+    pub session_timeout_secs: u64,
+
+    /// Create a topic when a client asks for metadata of an unknown one.
+    #[arg(long, env = "KAAS_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+
+    /// Partitions of topics created without a count (num.partitions).
+    #[arg(long, env = "KAAS_NUM_PARTITIONS", default_value_t = 1)]
+    pub num_partitions: u32,
 }
 
 impl Config {

@@ -8,9 +8,13 @@ use std::time::Duration;
 
 use vfs::Vfs;
 
+use crate::api::{Api, ApiConfig};
+use crate::cluster::controller::{ControllerAgent, Role};
 use crate::config::Config;
 use crate::heartbeat::{self, Heartbeat};
 use crate::layout;
+use crate::leaders::Leaders;
+use crate::log::{LogConfig, topic};
 
 /// Runs a broker on `vfs` until `shutdown` completes.
 ///
@@ -32,11 +36,34 @@ pub async fn run(
         .map_err(|e| {
             io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
         })?;
+    let leaders = Arc::new(Leaders::new(
+        vfs.clone(),
+        config.broker_id,
+        LogConfig::default(),
+    ));
+    let (publish, assignment) = tokio::sync::watch::channel(None);
+    let api = Api::new(
+        vfs.clone(),
+        ApiConfig {
+            broker_id: config.broker_id,
+            advertised: config.advertised(),
+            auto_create_topics: config.auto_create_topics,
+            default_partitions: config.num_partitions.max(1),
+            max_message_bytes: 1024 * 1024,
+        },
+        leaders.clone(),
+        assignment,
+    );
     let server = tokio::spawn(crate::protocol::server::serve(
         listener,
-        Arc::new(crate::api::Api),
+        Arc::new(api),
         crate::protocol::ProtocolConfig::default(),
     ));
+    let mut agent = ControllerAgent::new(
+        vfs.clone(),
+        config.broker_id,
+        Duration::from_secs(config.session_timeout_secs.max(1)),
+    );
     let mut hb = Heartbeat {
         broker_id: config.broker_id,
         incarnation: madsim::rand::random(),
@@ -64,6 +91,21 @@ pub async fn run(
                 temps_left = true;
                 tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
             }
+        }
+        match agent.tick().await {
+            Ok(role) => {
+                if matches!(role, Role::Controller { .. }) {
+                    // The controller re-drives deletions to their end state.
+                    if let Err(e) = topic::reap_tombstones(vfs.as_ref()).await {
+                        tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
+        }
+        if let Some(a) = agent.assignment().cloned() {
+            leaders.sync(&a).await;
+            publish.send_replace(Some(a));
         }
         tokio::select! {
             () = &mut shutdown => break,

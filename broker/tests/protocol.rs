@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use broker::api::{Api, ApiConfig};
+use broker::leaders::Leaders;
+use broker::log::LogConfig;
 use broker::protocol::frame::{read_frame, write_frame};
 use broker::protocol::{ProtocolConfig, server};
 use bytes::{Bytes, BytesMut};
@@ -17,7 +20,22 @@ use tokio::net::TcpStream;
 async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(server::serve(listener, Arc::new(broker::api::Api), config));
+    let vfs: Arc<dyn vfs::Vfs> = Arc::new(vfs::MemVfs::new());
+    let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
+    let (_publish, assignment) = tokio::sync::watch::channel(None);
+    let api = Api::new(
+        vfs,
+        ApiConfig {
+            broker_id: 0,
+            advertised: addr.to_string(),
+            auto_create_topics: true,
+            default_partitions: 1,
+            max_message_bytes: 1 << 20,
+        },
+        leaders,
+        assignment,
+    );
+    tokio::spawn(server::serve(listener, Arc::new(api), config));
     addr
 }
 
@@ -72,6 +90,10 @@ async fn api_versions_lists_what_the_broker_serves() {
             .find(|k| k.api_key == ApiKey::ApiVersions as i16)
             .unwrap();
         assert_eq!((own.min_version, own.max_version), (0, 4));
+        assert!(
+            response.api_keys.len() >= 7,
+            "produce, fetch, metadata, ..."
+        );
     }
 }
 

@@ -83,6 +83,11 @@ impl ControllerAgent {
                 self.orphaned_since = None;
                 self.act_as_controller(epoch, now).await?
             }
+            // This broker's own previous process: that controller is gone.
+            Some(Holder::Broker(b)) if b == self.broker => {
+                self.orphaned_since = None;
+                self.take_over(epoch, now).await?
+            }
             Some(Holder::Broker(b)) if self.is_live(b, now) => {
                 self.orphaned_since = None;
                 Role::Follower {
@@ -113,6 +118,11 @@ impl ControllerAgent {
                 controller: None,
             });
         }
+        self.take_over(epoch, now).await
+    }
+
+    /// Claims the epoch after `epoch`.
+    async fn take_over(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
         let next = epoch + 1;
         let v = self.vfs.clone();
         match election::try_claim(v.as_ref(), next, self.broker, &self.token).await? {

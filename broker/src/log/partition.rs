@@ -614,6 +614,48 @@ impl PartitionLog {
         Ok(shared)
     }
 
+    /// The first offset whose batch has a timestamp at or after `ts`, with
+    /// that batch's max timestamp (ListOffsets by time); `None` if none.
+    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let (segments, hw, active_end) = {
+            let v = lock(&self.view);
+            (v.segments.clone(), v.high_watermark, v.active_end)
+        };
+        for seg in &segments {
+            let limit = match seg.state {
+                SegmentState::Sealed {
+                    end_position,
+                    max_timestamp,
+                    ..
+                } => {
+                    if max_timestamp < ts {
+                        continue;
+                    }
+                    end_position
+                }
+                SegmentState::Active { .. } => active_end,
+            };
+            let file = self.handle(seg).await?;
+            let index = self.index_of(seg, file.as_ref(), limit).await?;
+            let from = lock(&index).position_for_timestamp(ts).unwrap_or(0);
+            let mut pos = from;
+            while pos + batch::HEADER_LEN as u64 <= limit {
+                let head = file.read_at(pos, batch::HEADER_LEN).await?;
+                let Some(size) = batch::peek_size(&head) else {
+                    break;
+                };
+                let word =
+                    |at: usize| i64::from_be_bytes(head[at..at + 8].try_into().unwrap_or_default());
+                let (base, max_ts) = (word(0), word(35));
+                if max_ts >= ts && base < hw {
+                    return Ok(Some((base, max_ts)));
+                }
+                pos += size as u64;
+            }
+        }
+        Ok(None)
+    }
+
     /// Deletes sealed segments past retention: manifest first, then own
     /// handles, then the files; a failed unlink is retried by the next call.
     /// Returns how many segments left the log.

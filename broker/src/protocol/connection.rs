@@ -35,11 +35,12 @@ impl Default for ProtocolConfig {
 /// Answers decoded requests. Implemented by the broker.
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// `Ok(None)`: the request wants no response (a Produce with acks=0).
     async fn handle(
         &self,
         header: &RequestHeader,
         request: RequestKind,
-    ) -> Result<ResponseKind, String>;
+    ) -> Result<Option<ResponseKind>, String>;
 }
 
 /// Why a connection was closed instead of answered.
@@ -122,7 +123,9 @@ pub async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes
         .handle(&header, request)
         .await
         .map_err(|e| Close(format!("{api:?} v{version} failed: {e}")))?;
-    encode(&header, api, response, version).map(Some)
+    response
+        .map(|r| encode(&header, api, r, version))
+        .transpose()
 }
 
 fn encode(
