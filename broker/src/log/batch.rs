@@ -213,6 +213,27 @@ pub fn decode_values(batch: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(values)
 }
 
+/// `(offset delta, timestamp)` of every record of an uncompressed batch
+/// (`None` if compressed or malformed): for finding an offset by time.
+pub fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
+    let h = parse(batch).ok()?;
+    if h.attributes & 0x07 != 0 {
+        return None;
+    }
+    let mut rest = &batch[HEADER_LEN..h.size];
+    let mut out = Vec::with_capacity(h.records.max(0) as usize);
+    for _ in 0..h.records {
+        let len = get_varlong(&mut rest)? as usize;
+        let mut rec = rest.get(..len)?;
+        rest = &rest[len..];
+        rec = rec.get(1..)?; // attributes
+        let ts_delta = get_varlong(&mut rec)?;
+        let offset_delta = get_varlong(&mut rec)?;
+        out.push((offset_delta, h.base_timestamp + ts_delta));
+    }
+    Some(out)
+}
+
 fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
     let mut z: u64 = 0;
     for shift in (0..64).step_by(7) {

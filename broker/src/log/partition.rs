@@ -648,7 +648,16 @@ impl PartitionLog {
                     |at: usize| i64::from_be_bytes(head[at..at + 8].try_into().unwrap_or_default());
                 let (base, max_ts) = (word(0), word(35));
                 if max_ts >= ts && base < hw {
-                    return Ok(Some((base, max_ts)));
+                    // Inside an uncompressed batch, the first record at or
+                    // after `ts`; a compressed batch answers with its start.
+                    let whole = file.read_at(pos, size).await?;
+                    let exact = batch::record_times(&whole).and_then(|times| {
+                        times
+                            .into_iter()
+                            .find(|&(_, t)| t >= ts)
+                            .map(|(d, t)| (base + d, t))
+                    });
+                    return Ok(Some(exact.unwrap_or((base, max_ts))));
                 }
                 pos += size as u64;
             }
