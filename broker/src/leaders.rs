@@ -42,6 +42,32 @@ impl Leaders {
             .cloned()
     }
 
+    /// Applies retention to every partition led here. A partition whose
+    /// log stopped after a storage error steps down, so the controller's
+    /// next assignment can give it a fresh epoch.
+    pub async fn enforce_retention(&self, now_ms: i64) {
+        let logs: Vec<((String, u32), Arc<PartitionLog>)> = lock(&self.logs)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ((t, p), log) in logs {
+            match log.enforce_retention(now_ms).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(topic_id = %t, partition = p, segments = n, "retention removed segments")
+                }
+                Err(crate::log::LogError::Failed(why)) => {
+                    tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
+                    drop(log);
+                    self.step_down(&t, p).await;
+                }
+                Err(e) => {
+                    tracing::warn!(topic_id = %t, partition = p, error = %e, "retention failed; retrying next tick")
+                }
+            }
+        }
+    }
+
     /// Stops leading a partition (fenced, or no longer assigned here).
     pub async fn step_down(&self, topic_id: &str, partition: u32) {
         let log = lock(&self.logs).remove(&(topic_id.to_owned(), partition));

@@ -5,6 +5,7 @@
 //! in production and in the deterministic simulator.
 
 pub mod api;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod heartbeat;

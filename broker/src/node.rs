@@ -107,6 +107,7 @@ pub async fn run(
             leaders.sync(&a).await;
             publish.send_replace(Some(a));
         }
+        leaders.enforce_retention(crate::clock::now_ms()).await;
         tokio::select! {
             () = &mut shutdown => break,
             () = tokio::time::sleep(interval) => {}
