@@ -12,6 +12,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -22,9 +23,9 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, ResponseKind,
-    TopicName,
+    DescribeClusterResponse, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
@@ -174,7 +175,11 @@ impl Api {
                 Some(a) if version >= 1 => a.controller as i32,
                 _ => -1,
             }))
-            .with_cluster_id(None)
+            .with_cluster_id(
+                a.as_ref()
+                    .filter(|_| version >= 2)
+                    .map(|a| StrBytes::from_string(a.cluster_id.clone())),
+            )
             .with_topics(topics)
     }
 
@@ -255,6 +260,27 @@ impl Api {
             Uuid::nil()
         };
         base.with_topic_id(id).with_partitions(partitions)
+    }
+
+    fn describe_cluster(&self) -> DescribeClusterResponse {
+        let a = self.current();
+        let brokers = a
+            .iter()
+            .flat_map(|a| a.brokers.iter())
+            .map(|(id, b)| {
+                let (host, port) = split_host_port(&b.advertised);
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(*id as i32))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port)
+            })
+            .collect();
+        DescribeClusterResponse::default()
+            .with_cluster_id(StrBytes::from_string(
+                a.as_ref().map(|a| a.cluster_id.clone()).unwrap_or_default(),
+            ))
+            .with_controller_id(BrokerId(a.as_ref().map_or(-1, |a| a.controller as i32)))
+            .with_brokers(brokers)
     }
 
     async fn produce(&self, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
@@ -562,6 +588,9 @@ impl Handler for Api {
             }
             RequestKind::DeleteTopics(r) => {
                 ResponseKind::DeleteTopics(self.delete_topics(r, v).await)
+            }
+            RequestKind::DescribeCluster(_) => {
+                ResponseKind::DescribeCluster(self.describe_cluster())
             }
             other => return Err(format!("no handler for {other:?}")),
         }))

@@ -88,6 +88,10 @@ def test_confluent_kafka_admin_produce_and_consume(broker):
         return md.error is None and all(p.leader >= 0 for p in md.partitions.values())
 
     wait_for_leader(led, topic)
+    cluster = admin.describe_cluster(request_timeout=10).result()
+    assert cluster.cluster_id, "a cluster id is reported"
+    assert [n.id for n in cluster.nodes] == [0] and cluster.controller.id == 0
+    assert admin.list_topics(timeout=5).cluster_id == cluster.cluster_id
     p = Producer({"bootstrap.servers": broker.addr, "acks": "all", "enable.idempotence": False})
     for i in range(200):
         p.produce(topic, key=f"k{i}", value=f"v{i}", partition=i % 2)

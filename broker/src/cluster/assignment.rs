@@ -31,6 +31,32 @@ pub struct Assignment {
     pub brokers: BTreeMap<u32, BrokerEntry>,
     /// `(topic id, partition, leadership)`, sorted.
     pub partitions: Vec<(String, u32, Leadership)>,
+    /// The cluster's id (Kafka's cluster.id), fixed when the volume's first
+    /// controller wrote `cluster/id`.
+    #[serde(default)]
+    pub cluster_id: String,
+}
+
+const ID_KIND: &str = "cluster-id";
+
+/// The cluster id stored on the volume, created by the first controller
+/// that finds none. Only controllers call this; two controllers racing
+/// at the very first start could each write one, and the later rename wins,
+/// so the id is settled once a controller has held its epoch for a tick.
+pub async fn ensure_cluster_id(vfs: &dyn Vfs) -> io::Result<String> {
+    let p = Path::new(CLUSTER_DIR).join("id");
+    match vfs::read_file(vfs, &p).await {
+        Ok(bytes) => {
+            let payload = open_envelope(ID_KIND, &bytes).map_err(|e| e.at(p.display()))?;
+            return Ok(String::from_utf8_lossy(payload).into_owned());
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let v: u128 = madsim::rand::random();
+    let id = format!("{v:032x}");
+    atomic_replace(vfs, &p, seal(ID_KIND, id.as_bytes())).await?;
+    Ok(id)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

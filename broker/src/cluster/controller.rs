@@ -187,6 +187,10 @@ impl ControllerAgent {
             .map(|(b, _)| *b)
             .collect();
         let placed = placement::place(&prev_map, &live, &restarted, &partitions);
+        let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
+            Some(id) if !id.is_empty() => id,
+            _ => assignment::ensure_cluster_id(v.as_ref()).await?,
+        };
         let unchanged = previous.as_ref().is_some_and(|p| {
             p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
         });
@@ -209,6 +213,7 @@ impl ControllerAgent {
                 controller: self.broker,
                 brokers,
                 partitions: placed.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
+                cluster_id,
             };
             assignment::write(v.as_ref(), &next).await?;
         }

@@ -18,6 +18,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
