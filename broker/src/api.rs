@@ -10,10 +10,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResponse;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterResponse;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -22,10 +27,12 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeClusterResponse, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind,
-    ResponseKind, TopicName,
+    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, FetchRequest, FetchResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
@@ -35,6 +42,7 @@ use vfs::Vfs;
 use crate::cluster::assignment::Assignment;
 use crate::leaders::Leaders;
 use crate::log::topic::{self, TopicError, TopicMeta};
+use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogError, PartitionLog};
 use crate::protocol::{Handler, versions};
 
@@ -56,6 +64,10 @@ pub struct Api {
     leaders: Arc<Leaders>,
     assignment: watch::Receiver<Option<Assignment>>,
 }
+
+/// Kafka's ConfigResource types.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
 
 fn code(e: ResponseError) -> i16 {
     e.code()
@@ -104,6 +116,15 @@ impl Api {
 
     /// The log of a partition this broker leads, or the error to answer.
     async fn log_for(&self, name: &str, partition: i32) -> Result<Arc<PartitionLog>, i16> {
+        self.topic_log(name, partition).await.map(|(_, log)| log)
+    }
+
+    /// The topic id and the log of a partition this broker leads.
+    async fn topic_log(
+        &self,
+        name: &str,
+        partition: i32,
+    ) -> Result<(String, Arc<PartitionLog>), i16> {
         let meta = match topic::lookup(self.vfs.as_ref(), name).await {
             Ok(Some(m)) => m,
             Ok(None) => return Err(code(ResponseError::UnknownTopicOrPartition)),
@@ -114,9 +135,11 @@ impl Api {
         if p >= meta.partitions {
             return Err(code(ResponseError::UnknownTopicOrPartition));
         }
-        self.leaders
+        let log = self
+            .leaders
             .get(&meta.id, p)
-            .ok_or(code(ResponseError::NotLeaderOrFollower))
+            .ok_or(code(ResponseError::NotLeaderOrFollower))?;
+        Ok((meta.id, log))
     }
 
     async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {
@@ -294,13 +317,12 @@ impl Api {
                     .with_base_offset(-1)
                     .with_log_append_time_ms(-1);
                 let records = p.records.unwrap_or_default();
-                let r = if records.len() > self.config.max_message_bytes {
-                    r.with_error_code(code(ResponseError::MessageTooLarge))
-                } else {
-                    match self.log_for(&name, p.index).await {
-                        Err(c) => r.with_error_code(c),
-                        Ok(log) => self.append(&log, records, r, version).await,
+                let r = match self.topic_log(&name, p.index).await {
+                    Err(c) => r.with_error_code(c),
+                    Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
+                        r.with_error_code(code(ResponseError::MessageTooLarge))
                     }
+                    Ok((_, log)) => self.append(&log, records, r, version).await,
                 };
                 parts.push(r);
             }
@@ -474,6 +496,18 @@ impl Api {
             } else {
                 result
             };
+            let overrides: Overrides = t
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
+                })
+                .collect();
+            let bad_config = overrides
+                .iter()
+                .find_map(|(k, v)| topic_config::validate(k, v).err());
             let error = if let Err(e) = topic::validate_name(&name) {
                 Some((ResponseError::InvalidTopicException, e.to_string()))
             } else if partitions < 1 {
@@ -481,6 +515,8 @@ impl Api {
                     ResponseError::InvalidPartitions,
                     format!("{partitions} partitions"),
                 ))
+            } else if let Some(why) = bad_config {
+                Some((ResponseError::InvalidConfig, why))
             } else if t.replication_factor == 0 || t.replication_factor < -1 {
                 Some((
                     ResponseError::InvalidReplicationFactor,
@@ -498,7 +534,14 @@ impl Api {
                     _ => result,
                 },
                 None => {
-                    match topic::create_topic(self.vfs.as_ref(), &name, partitions as u32).await {
+                    match topic::create_topic_with(
+                        self.vfs.as_ref(),
+                        &name,
+                        partitions as u32,
+                        &overrides,
+                    )
+                    .await
+                    {
                         Ok(meta) if version >= 7 => result.with_topic_id(uuid_of(&meta)),
                         Ok(_) => result,
                         Err(TopicError::Exists(_)) => {
@@ -513,6 +556,175 @@ impl Api {
             results.push(result);
         }
         CreateTopicsResponse::default().with_topics(results)
+    }
+
+    async fn describe_configs(&self, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+        let mut results = Vec::new();
+        for r in req.resources {
+            let name = r.resource_name.as_str().to_owned();
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let result = match r.resource_type {
+                TOPIC => match topic::lookup(self.vfs.as_ref(), &name).await {
+                    Ok(Some(meta)) => match topic_config::read(self.vfs.as_ref(), &meta.id).await {
+                        Ok((_, overrides)) => {
+                            let wanted = r.configuration_keys.as_ref().map(|keys| {
+                                keys.iter()
+                                    .map(|k| k.as_str().to_owned())
+                                    .collect::<Vec<_>>()
+                            });
+                            let configs = topic_config::effective(&overrides)
+                                .into_iter()
+                                .filter(|(k, _, _)| wanted.as_ref().is_none_or(|w| w.contains(k)))
+                                .map(|(k, v, default)| {
+                                    DescribeConfigsResourceResult::default()
+                                        .with_name(StrBytes::from_string(k))
+                                        .with_value(Some(StrBytes::from_string(v)))
+                                        .with_config_source(if default { 5 } else { 1 })
+                                })
+                                .collect();
+                            result.with_configs(configs)
+                        }
+                        Err(_) => result.with_error_code(code(ResponseError::KafkaStorageError)),
+                    },
+                    Ok(None) => {
+                        result.with_error_code(code(ResponseError::UnknownTopicOrPartition))
+                    }
+                    Err(_) => result.with_error_code(code(ResponseError::KafkaStorageError)),
+                },
+                // Broker configs: none are settable; an empty list is the truth.
+                BROKER => result,
+                _ => result.with_error_code(code(ResponseError::InvalidRequest)),
+            };
+            results.push(result);
+        }
+        DescribeConfigsResponse::default().with_results(results)
+    }
+
+    /// Validates and stores a config change of one topic; `Err` is the code
+    /// and message to answer.
+    async fn alter_topic(
+        &self,
+        name: &str,
+        changes: Vec<(String, Option<String>)>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                return Err((
+                    code(ResponseError::UnknownTopicOrPartition),
+                    format!("no topic {name}"),
+                ));
+            }
+            Err(e) => return Err((code(ResponseError::KafkaStorageError), e.to_string())),
+        };
+        for (k, v) in &changes {
+            if let Some(v) = v {
+                topic_config::validate(k, v)
+                    .map_err(|why| (code(ResponseError::InvalidConfig), why))?;
+            }
+        }
+        if validate_only {
+            return Ok(());
+        }
+        topic_config::update(self.vfs.as_ref(), &meta.id, |o| {
+            if replace_all {
+                o.clear();
+            }
+            for (k, v) in &changes {
+                match v {
+                    Some(v) => o.insert(k.clone(), v.clone()),
+                    None => o.remove(k),
+                };
+            }
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| (code(ResponseError::KafkaStorageError), e.to_string()))
+    }
+
+    async fn incremental_alter_configs(
+        &self,
+        req: IncrementalAlterConfigsRequest,
+    ) -> IncrementalAlterConfigsResponse {
+        let mut responses = Vec::new();
+        for r in req.resources {
+            let mut response = IncrementalAlterResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let changes: Result<Vec<_>, String> = r
+                .configs
+                .iter()
+                .map(|c| match c.config_operation {
+                    0 => Ok((
+                        c.name.as_str().to_owned(),
+                        c.value.as_ref().map(|v| v.as_str().to_owned()),
+                    )),
+                    1 => Ok((c.name.as_str().to_owned(), None)),
+                    op => Err(format!(
+                        "operation {op} on {} is not supported",
+                        c.name.as_str()
+                    )),
+                })
+                .collect();
+            let outcome = match (r.resource_type, changes) {
+                (_, Err(why)) => Err((code(ResponseError::InvalidRequest), why)),
+                (TOPIC, Ok(changes)) => {
+                    self.alter_topic(r.resource_name.as_str(), changes, false, req.validate_only)
+                        .await
+                }
+                _ => Err((
+                    code(ResponseError::InvalidRequest),
+                    "only topic configs can be altered".into(),
+                )),
+            };
+            if let Err((c, why)) = outcome {
+                response = response
+                    .with_error_code(c)
+                    .with_error_message(Some(StrBytes::from_string(why)));
+            }
+            responses.push(response);
+        }
+        IncrementalAlterConfigsResponse::default().with_responses(responses)
+    }
+
+    async fn alter_configs(&self, req: AlterConfigsRequest) -> AlterConfigsResponse {
+        let mut responses = Vec::new();
+        for r in req.resources {
+            let mut response = AlterResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let changes = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.as_str().to_owned(),
+                        c.value.as_ref().map(|v| v.as_str().to_owned()),
+                    )
+                })
+                .collect();
+            let outcome = match r.resource_type {
+                TOPIC => {
+                    self.alter_topic(r.resource_name.as_str(), changes, true, req.validate_only)
+                        .await
+                }
+                _ => Err((
+                    code(ResponseError::InvalidRequest),
+                    "only topic configs can be altered".into(),
+                )),
+            };
+            if let Err((c, why)) = outcome {
+                response = response
+                    .with_error_code(c)
+                    .with_error_message(Some(StrBytes::from_string(why)));
+            }
+            responses.push(response);
+        }
+        AlterConfigsResponse::default().with_responses(responses)
     }
 
     async fn delete_topics(&self, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
@@ -592,6 +804,13 @@ impl Handler for Api {
             RequestKind::DescribeCluster(_) => {
                 ResponseKind::DescribeCluster(self.describe_cluster())
             }
+            RequestKind::DescribeConfigs(r) => {
+                ResponseKind::DescribeConfigs(self.describe_configs(r).await)
+            }
+            RequestKind::IncrementalAlterConfigs(r) => {
+                ResponseKind::IncrementalAlterConfigs(self.incremental_alter_configs(r).await)
+            }
+            RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(self.alter_configs(r).await),
             other => return Err(format!("no handler for {other:?}")),
         }))
     }

@@ -8,6 +8,7 @@ use vfs::durable::ClaimToken;
 
 use crate::cluster::assignment::Assignment;
 use crate::log::fence::{EpochClaims, LeadershipFence};
+use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogConfig, PartitionLog, topic};
 
 pub struct Leaders {
@@ -16,6 +17,8 @@ pub struct Leaders {
     token: ClaimToken,
     config: LogConfig,
     logs: Mutex<BTreeMap<(String, u32), Arc<PartitionLog>>>,
+    /// Config overrides of the topics led here, refreshed by `sync`.
+    configs: Mutex<BTreeMap<String, Overrides>>,
     /// Woken after every append, for fetches waiting for data.
     pub appended: tokio::sync::Notify,
 }
@@ -32,6 +35,7 @@ impl Leaders {
             token: ClaimToken::fresh(&format!("broker-{broker}")),
             config,
             logs: Mutex::new(BTreeMap::new()),
+            configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
         }
     }
@@ -40,6 +44,44 @@ impl Leaders {
         lock(&self.logs)
             .get(&(topic_id.to_owned(), partition))
             .cloned()
+    }
+
+    /// The largest record set a topic accepts (max.message.bytes).
+    pub fn max_message_bytes(&self, topic_id: &str) -> usize {
+        let configs = lock(&self.configs);
+        let empty = Overrides::new();
+        let o = configs.get(topic_id).unwrap_or(&empty);
+        topic_config::get_i64(o, "max.message.bytes").max(0) as usize
+    }
+
+    /// Re-reads the configs of the topics led here and applies them.
+    async fn refresh_configs(&self) {
+        let logs: Vec<((String, u32), Arc<PartitionLog>)> = lock(&self.logs)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut fresh: BTreeMap<String, Overrides> = BTreeMap::new();
+        for ((t, _), log) in logs {
+            if !fresh.contains_key(&t) {
+                match topic_config::read(self.vfs.as_ref(), &t).await {
+                    Ok((_, o)) => {
+                        fresh.insert(t.clone(), o);
+                    }
+                    Err(e) => {
+                        tracing::debug!(topic_id = %t, error = %e, "topic config not read; keeping the previous one");
+                        continue;
+                    }
+                }
+            }
+            let o = &fresh[&t];
+            let limit = |name| Some(topic_config::get_i64(o, name)).filter(|v| *v >= 0);
+            log.set_limits(
+                topic_config::get_i64(o, "segment.bytes").max(14) as u64,
+                limit("retention.ms"),
+                limit("retention.bytes").map(|v| v as u64),
+            );
+        }
+        lock(&self.configs).extend(fresh);
     }
 
     /// Applies retention to every partition led here. A partition whose
@@ -97,6 +139,11 @@ impl Leaders {
                 self.step_down(&t, p).await;
             }
         }
+        self.open_assigned(mine).await;
+        self.refresh_configs().await;
+    }
+
+    async fn open_assigned(&self, mine: BTreeMap<(String, u32), u32>) {
         for ((t, p), epoch) in mine {
             if self.get(&t, p).is_some() {
                 continue;

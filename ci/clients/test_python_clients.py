@@ -112,6 +112,56 @@ def test_confluent_kafka_admin_produce_and_consume(broker):
     assert topic not in admin.list_topics(timeout=5).topics
 
 
+def test_confluent_kafka_topic_configs(broker):
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.addr})
+    topic = topic_name()
+    admin.create_topics([NewTopic(topic, num_partitions=1, config={"retention.ms": "3600000"})])[
+        topic
+    ].result(timeout=20)
+    resource = ConfigResource("topic", topic)
+
+    def describe():
+        entries = admin.describe_configs([resource])[resource].result(timeout=10)
+        return {k: v.value for k, v in entries.items()}
+
+    configs = describe()
+    assert configs["retention.ms"] == "3600000"
+    assert configs["cleanup.policy"] == "delete"
+    assert configs["segment.bytes"] == "1073741824", "Kafka's default is reported"
+
+    change = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(timeout=10)
+    configs = describe()
+    assert configs["retention.bytes"] == "1048576"
+    assert configs["retention.ms"] == "604800000", "deleting an override restores the default"
+
+    bad = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(Exception):
+        admin.incremental_alter_configs([bad])[bad].result(timeout=10)
+    admin.delete_topics([topic])[topic].result(timeout=20)
+
+
 def test_kafka_python_offsets_for_times_and_recreate(broker):
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import NewTopic

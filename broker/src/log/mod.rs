@@ -18,5 +18,6 @@ pub mod partition;
 pub mod producers;
 pub mod scan;
 pub mod topic;
+pub mod topic_config;
 
 pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult};

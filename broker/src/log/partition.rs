@@ -125,7 +125,7 @@ pub struct PartitionLog {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     epoch: u32,
-    config: LogConfig,
+    config: Mutex<LogConfig>,
     fence: Arc<dyn LeadershipFence>,
     queue: Mutex<Vec<Pending>>,
     next_id: std::sync::atomic::AtomicU64,
@@ -272,11 +272,29 @@ impl PartitionLog {
             vfs,
             dir,
             epoch,
-            config,
+            config: Mutex::new(config),
             fence,
         };
         log.sweep_orphans().await;
         Ok(log)
+    }
+
+    fn cfg(&self) -> LogConfig {
+        lock(&self.config).clone()
+    }
+
+    /// Applies a topic's current size and retention settings (they take
+    /// effect at the next roll and the next retention pass).
+    pub fn set_limits(
+        &self,
+        segment_bytes: u64,
+        retention_ms: Option<i64>,
+        retention_bytes: Option<u64>,
+    ) {
+        let mut c = lock(&self.config);
+        c.segment_bytes = segment_bytes;
+        c.retention_ms = retention_ms;
+        c.retention_bytes = retention_bytes;
     }
 
     pub fn epoch(&self) -> u32 {
@@ -427,10 +445,10 @@ impl PartitionLog {
     /// Rolls the segment or rewrites the checkpoint when due. Runs only
     /// after a confirmed flush, so the manifest never names unacknowledged data.
     async fn after_flush(&self, w: &mut Writer) -> io::Result<()> {
-        if w.position >= self.config.segment_bytes {
+        if w.position >= self.cfg().segment_bytes {
             return self.roll(w).await;
         }
-        if w.since_checkpoint >= self.config.checkpoint_bytes {
+        if w.since_checkpoint >= self.cfg().checkpoint_bytes {
             self.write_checkpoint(w).await?;
         }
         Ok(())
@@ -498,7 +516,7 @@ impl PartitionLog {
         w.manifest = manifest;
         // The sealed segment keeps its index in the view; the new one starts empty.
         w.index = Arc::new(Mutex::new(SegmentIndex::new(
-            self.config.index_interval_bytes,
+            self.cfg().index_interval_bytes,
         )));
         w.position = 0;
         w.max_timestamp = -1;
@@ -588,7 +606,7 @@ impl PartitionLog {
         if let Some(i) = lock(&self.view).indexes.get(&key) {
             return Ok(i.clone());
         }
-        let interval = self.config.index_interval_bytes;
+        let interval = self.cfg().index_interval_bytes;
         let read = |ext: &str| {
             let path = self.dir.join(segment_file(seg.base_offset, seg.epoch, ext));
             let vfs = self.vfs.clone();
@@ -690,11 +708,11 @@ impl PartitionLog {
         let mut total: u64 = sealed.iter().map(|s| s.1).sum::<u64>() + w.position;
         for (seg, size, _, max_ts) in &sealed {
             let too_old = self
-                .config
+                .cfg()
                 .retention_ms
                 .is_some_and(|ms| *max_ts >= 0 && *max_ts < now_ms - ms);
             let too_big = self
-                .config
+                .cfg()
                 .retention_bytes
                 .is_some_and(|limit| total > limit);
             if !(too_old || too_big) {

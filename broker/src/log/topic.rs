@@ -19,6 +19,7 @@
 //! NFS (open handles leave `.nfs` files, unlinks are interrupted), so
 //! [`reap_tombstones`] re-drives it until nothing is left.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -107,6 +108,17 @@ pub async fn create_topic(
     name: &str,
     partitions: u32,
 ) -> Result<TopicMeta, TopicError> {
+    create_topic_with(vfs, name, partitions, &BTreeMap::new()).await
+}
+
+/// Like [`create_topic`], with config overrides stored as the topic's first
+/// config version (already validated by the caller).
+pub async fn create_topic_with(
+    vfs: &dyn Vfs,
+    name: &str,
+    partitions: u32,
+    overrides: &BTreeMap<String, String>,
+) -> Result<TopicMeta, TopicError> {
     validate_name(name)?;
     if !(1..=100_000).contains(&partitions) {
         return Err(TopicError::InvalidPartitions(partitions));
@@ -117,7 +129,7 @@ pub async fn create_topic(
         partitions,
     };
     let staging = Path::new(TOPICS_DIR).join(format!(".staging-{}", meta.id));
-    if let Err(e) = stage(vfs, &staging, &meta).await {
+    if let Err(e) = stage(vfs, &staging, &meta, overrides).await {
         discard(vfs, &staging).await;
         return Err(e.into());
     }
@@ -157,10 +169,20 @@ pub async fn create_topic(
     }
 }
 
-async fn stage(vfs: &dyn Vfs, staging: &Path, meta: &TopicMeta) -> io::Result<()> {
+async fn stage(
+    vfs: &dyn Vfs,
+    staging: &Path,
+    meta: &TopicMeta,
+    overrides: &BTreeMap<String, String>,
+) -> io::Result<()> {
     vfs.mkdir(staging).await?;
     let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
     atomic_replace(vfs, &staging.join("topic.meta"), seal(META_KIND, &json)).await?;
+    if !overrides.is_empty() {
+        let json = serde_json::to_vec(overrides).map_err(io::Error::other)?;
+        let token = ClaimToken::fresh("creator");
+        claim(vfs, &staging.join("config-0000000001"), &token, &json).await?;
+    }
     for p in 0..meta.partitions {
         let dir = staging.join(p.to_string());
         vfs.mkdir(&dir).await?;
