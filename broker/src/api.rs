@@ -11,7 +11,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResponse;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_configs_response::{
@@ -27,12 +31,13 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, FetchRequest, FetchResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, ResponseKind,
-    TopicName,
+    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
+    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
@@ -727,6 +732,73 @@ impl Api {
         AlterConfigsResponse::default().with_responses(responses)
     }
 
+    async fn create_partitions(&self, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+        let mut results = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            let fail = |e: ResponseError, why: String| {
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(code(e))
+                    .with_error_message(Some(StrBytes::from_string(why)))
+            };
+            let result = match topic::lookup(self.vfs.as_ref(), &name).await {
+                Ok(None) => fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("no topic {name}"),
+                ),
+                Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
+                Ok(Some(meta)) if t.count <= meta.partitions as i32 => fail(
+                    ResponseError::InvalidPartitions,
+                    format!(
+                        "{name} has {} partitions; the count can only grow",
+                        meta.partitions
+                    ),
+                ),
+                Ok(Some(_)) if req.validate_only => result,
+                Ok(Some(meta)) => {
+                    match topic::add_partitions(self.vfs.as_ref(), &meta, t.count as u32).await {
+                        Ok(()) => result,
+                        Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
+                    }
+                }
+            };
+            results.push(result);
+        }
+        CreatePartitionsResponse::default().with_results(results)
+    }
+
+    async fn delete_records(&self, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+        let mut topics = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let mut parts = Vec::new();
+            for p in t.partitions {
+                let r = DeleteRecordsPartitionResult::default()
+                    .with_partition_index(p.partition_index)
+                    .with_low_watermark(-1);
+                let r = match self.log_for(&name, p.partition_index).await {
+                    Err(c) => r.with_error_code(c),
+                    Ok(log) => match log.delete_records(p.offset).await {
+                        Ok(start) => r.with_low_watermark(start),
+                        Err(LogError::OutOfRange { .. }) => {
+                            r.with_error_code(code(ResponseError::OffsetOutOfRange))
+                        }
+                        Err(_) => r.with_error_code(code(ResponseError::KafkaStorageError)),
+                    },
+                };
+                parts.push(r);
+            }
+            topics.push(
+                DeleteRecordsTopicResult::default()
+                    .with_name(t.name)
+                    .with_partitions(parts),
+            );
+        }
+        DeleteRecordsResponse::default().with_topics(topics)
+    }
+
     async fn delete_topics(&self, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
         let mut wanted: Vec<(Option<String>, Uuid)> = req
             .topic_names
@@ -811,6 +883,12 @@ impl Handler for Api {
                 ResponseKind::IncrementalAlterConfigs(self.incremental_alter_configs(r).await)
             }
             RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(self.alter_configs(r).await),
+            RequestKind::CreatePartitions(r) => {
+                ResponseKind::CreatePartitions(self.create_partitions(r).await)
+            }
+            RequestKind::DeleteRecords(r) => {
+                ResponseKind::DeleteRecords(self.delete_records(r).await)
+            }
             other => return Err(format!("no handler for {other:?}")),
         }))
     }

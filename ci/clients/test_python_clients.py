@@ -77,7 +77,7 @@ def wait_for_leader(admin_list_topics, topic, timeout=20):
 
 def test_confluent_kafka_admin_produce_and_consume(broker):
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.addr})
     topic = topic_name()
@@ -107,6 +107,22 @@ def test_confluent_kafka_admin_produce_and_consume(broker):
             got[m.key().decode()] = m.value().decode()
     c.close()
     assert got == {f"k{i}": f"v{i}" for i in range(200)}
+
+    # DeleteRecords: the log now starts at offset 40 of partition 0.
+    deleted = admin.delete_records([TopicPartition(topic, 0, 40)])
+    low = list(deleted.values())[0].result(timeout=20)
+    assert low.low_watermark == 40, low
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": "unused", "enable.auto.commit": False})
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    assert (lo, hi) == (40, 100), (lo, hi)
+    c.close()
+
+    # CreatePartitions: two more, and they get leaders.
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=20)
+    wait_for_leader(lambda t: led(t) and len(admin.list_topics(t, timeout=5).topics[t].partitions) == 4, topic)
+    late = Producer({"bootstrap.servers": broker.addr, "enable.idempotence": False})
+    late.produce(topic, key="late", value="late", partition=3)
+    assert late.flush(20) == 0
 
     admin.delete_topics([topic])[topic].result(timeout=20)
     assert topic not in admin.list_topics(timeout=5).topics

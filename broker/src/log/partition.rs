@@ -706,7 +706,10 @@ impl PartitionLog {
             })
             .collect();
         let mut total: u64 = sealed.iter().map(|s| s.1).sum::<u64>() + w.position;
-        for (seg, size, _, max_ts) in &sealed {
+        let start = w.manifest.log_start_offset;
+        for (seg, size, next, max_ts) in &sealed {
+            // Entirely below the log start offset (DeleteRecords).
+            let deleted = *next <= start;
             let too_old = self
                 .cfg()
                 .retention_ms
@@ -715,7 +718,7 @@ impl PartitionLog {
                 .cfg()
                 .retention_bytes
                 .is_some_and(|limit| total > limit);
-            if !(too_old || too_big) {
+            if !(deleted || too_old || too_big) {
                 break;
             }
             total -= size;
@@ -727,7 +730,8 @@ impl PartitionLog {
             manifest.log_start_offset = manifest
                 .segments
                 .first()
-                .map_or(w.next_offset, |s| s.base_offset);
+                .map_or(w.next_offset, |s| s.base_offset)
+                .max(start);
             if let Err(e) = manifest.write(self.vfs.as_ref(), &self.dir).await {
                 return Err(e.into());
             }
@@ -762,6 +766,34 @@ impl PartitionLog {
         }
         lock(&self.view).pending_deletes.extend(failed);
         Ok(doomed.len())
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (`-1`: the
+    /// high watermark). The manifest changes first; whole segments below it
+    /// go at the next retention pass. Returns the new log start offset.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, LogError> {
+        let mut w = self.writer.lock().await;
+        if let Some(why) = &w.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
+        let hw = w.next_offset;
+        let target = if offset == -1 { hw } else { offset };
+        let start = w.manifest.log_start_offset;
+        if target < 0 || target > hw {
+            return Err(LogError::OutOfRange {
+                offset,
+                start,
+                end: hw,
+            });
+        }
+        if target > start {
+            let mut manifest = w.manifest.clone();
+            manifest.log_start_offset = target;
+            manifest.write(self.vfs.as_ref(), &self.dir).await?;
+            w.manifest = manifest;
+            lock(&self.view).log_start_offset = target;
+        }
+        Ok(target.max(start))
     }
 
     /// Files still waiting for their unlink to succeed.

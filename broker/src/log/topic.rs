@@ -282,12 +282,66 @@ pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> 
     }
 }
 
+/// A topic's meta, with `partitions` counting partitions added after its
+/// creation too.
 pub async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
     let path = topic_dir(id).join("topic.meta");
     let bytes = vfs::read_file(vfs, &path).await?;
     let payload = open_envelope(META_KIND, &bytes).map_err(|e| e.at(path.display()))?;
-    serde_json::from_slice(payload)
-        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))
+    let mut meta: TopicMeta = serde_json::from_slice(payload)
+        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))?;
+    // Added partitions are directories renamed into place one by one; the
+    // count is the first one missing (an open by path is fresh).
+    while partition_exists(vfs, id, meta.partitions).await? {
+        meta.partitions += 1;
+    }
+    Ok(meta)
+}
+
+async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result<bool> {
+    let first_manifest = super::manifest::manifest_path(&partition_dir(id, partition), 0);
+    match vfs.open(&first_manifest, vfs::OpenOptions::read()).await {
+        Ok(f) => {
+            let _ = f.close().await;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Grows `meta`'s topic to `total` partitions: each new partition is staged
+/// in the topic directory and renamed into place, so it appears whole or
+/// not at all; a partition someone else added meanwhile is left as it is.
+pub async fn add_partitions(vfs: &dyn Vfs, meta: &TopicMeta, total: u32) -> io::Result<()> {
+    for p in meta.partitions..total {
+        let staging = topic_dir(&meta.id).join(format!(
+            ".staging-{p}-{:016x}",
+            madsim::rand::random::<u64>()
+        ));
+        vfs.mkdir(&staging).await?;
+        let staged = Manifest::initial(&meta.id, p).write(vfs, &staging).await;
+        let placed = match staged {
+            Ok(()) => vfs.rename(&staging, &partition_dir(&meta.id, p)).await,
+            Err(e) => Err(e),
+        };
+        match placed {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::AlreadyExists
+                ) =>
+            {
+                discard(vfs, &staging).await;
+            }
+            Err(e) => {
+                discard(vfs, &staging).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

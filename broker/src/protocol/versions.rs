@@ -22,6 +22,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteRecords, 0, 2),
 ];
 
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
