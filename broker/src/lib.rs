@@ -14,3 +14,4 @@ pub mod leaders;
 pub mod log;
 pub mod node;
 pub mod protocol;
+pub mod stored;

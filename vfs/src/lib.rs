@@ -201,6 +201,21 @@ pub async fn read_to_end(file: &dyn VfsFile) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Whether `path` exists at this moment, by an open (fresh under
+/// close-to-open), never by a cached `stat`. Fit for one-way facts that
+/// never revert (a newer epoch's claim, a partition that was created); a
+/// "missing" answer can be outdated the moment it returns.
+pub async fn exists_now(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
+    match vfs.open(path, OpenOptions::read()).await {
+        Ok(f) => {
+            let _ = f.close().await;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens `path` fresh (close-to-open) and reads all of it.
 pub async fn read_file(vfs: &dyn Vfs, path: &Path) -> io::Result<Vec<u8>> {
     let file = vfs.open(path, OpenOptions::read()).await?;

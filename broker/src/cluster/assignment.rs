@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal};
+use vfs::durable::{atomic_replace, open_envelope, seal};
 
 use super::election;
 use super::placement::{Leadership, PartitionKey};
@@ -91,32 +91,26 @@ pub fn path(controller_epoch: u32) -> PathBuf {
 }
 
 pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
-    let json = serde_json::to_vec(a).map_err(io::Error::other)?;
-    atomic_replace(vfs, &path(a.controller_epoch), seal(KIND, &json)).await
+    crate::stored::write_json(vfs, &path(a.controller_epoch), KIND, a).await
 }
 
 /// The assignment of controller epoch `epoch`, if it wrote one (fresh read).
 pub async fn read(vfs: &dyn Vfs, epoch: u32) -> io::Result<Option<Assignment>> {
     let p = path(epoch);
-    let bytes = match vfs::read_file(vfs, &p).await {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let payload = open_envelope(KIND, &bytes).map_err(|e| e.at(p.display()))?;
-    let a: Assignment = serde_json::from_slice(payload)
-        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(p.display()))?;
-    if a.controller_epoch != epoch {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} says controller epoch {}",
-                p.display(),
-                a.controller_epoch
-            ),
-        ));
+    let a: Option<Assignment> = crate::stored::read_json(vfs, &p, KIND).await?;
+    if let Some(a) = &a {
+        if a.controller_epoch != epoch {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} says controller epoch {}",
+                    p.display(),
+                    a.controller_epoch
+                ),
+            ));
+        }
     }
-    Ok(Some(a))
+    Ok(a)
 }
 
 /// Follows the assignment and never moves backwards.

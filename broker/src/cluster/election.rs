@@ -9,8 +9,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, read_claim};
-use vfs::{OpenOptions, Vfs};
 
 use super::assignment::CLUSTER_DIR;
 
@@ -18,21 +18,10 @@ pub fn claim_path(epoch: u32) -> PathBuf {
     Path::new(CLUSTER_DIR).join(format!("controller-{epoch:010}"))
 }
 
-async fn exists(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
-    match vfs.open(path, OpenOptions::read()).await {
-        Ok(f) => {
-            let _ = f.close().await;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
 /// The newest claimed controller epoch at or above `from` (0: none yet).
 pub async fn newest_epoch(vfs: &dyn Vfs, from: u32) -> io::Result<u32> {
     let mut epoch = from;
-    while exists(vfs, &claim_path(epoch + 1)).await? {
+    while vfs::exists_now(vfs, &claim_path(epoch + 1)).await? {
         epoch += 1;
     }
     Ok(epoch)

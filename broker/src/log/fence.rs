@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim};
-use vfs::{OpenOptions, Vfs};
 
 pub fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("epoch-{epoch:010}"))
@@ -49,20 +49,8 @@ impl LeadershipFence for EpochClaims {
     /// topic was not deleted: deletion renames the topic directory away)
     /// and no newer epoch was claimed. Both are opens by path.
     async fn still_leader(&self, epoch: u32) -> io::Result<bool> {
-        let own = exists(self.vfs.as_ref(), &epoch_path(&self.dir, epoch)).await?;
-        Ok(own && !exists(self.vfs.as_ref(), &epoch_path(&self.dir, epoch + 1)).await?)
-    }
-}
-
-/// Existence by a fresh open (close-to-open), never by a cached lookup.
-async fn exists(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
-    match vfs.open(path, OpenOptions::read()).await {
-        Ok(f) => {
-            let _ = f.close().await;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
+        let own = vfs::exists_now(self.vfs.as_ref(), &epoch_path(&self.dir, epoch)).await?;
+        Ok(own && !vfs::exists_now(self.vfs.as_ref(), &epoch_path(&self.dir, epoch + 1)).await?)
     }
 }
 

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal};
 
 use super::producers::ProducerState;
 
@@ -106,32 +105,22 @@ impl Manifest {
     }
 
     pub async fn write(&self, vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-        let json = serde_json::to_vec(self).map_err(io::Error::other)?;
-        atomic_replace(vfs, &manifest_path(dir, self.epoch), seal(KIND, &json)).await
+        crate::stored::write_json(vfs, &manifest_path(dir, self.epoch), KIND, self).await
     }
 
     /// Reads `manifest-<epoch>` by a fresh open; `Ok(None)` if there is none.
     pub async fn read(vfs: &dyn Vfs, dir: &Path, epoch: u32) -> io::Result<Option<Self>> {
         let path = manifest_path(dir, epoch);
-        let bytes = match vfs::read_file(vfs, &path).await {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let payload = open_envelope(KIND, &bytes).map_err(|e| e.at(path.display()))?;
-        let manifest: Manifest = serde_json::from_slice(payload)
-            .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))?;
-        if manifest.epoch != epoch {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{} claims epoch {} in its content",
-                    path.display(),
-                    manifest.epoch
-                ),
-            ));
+        let manifest: Option<Manifest> = crate::stored::read_json(vfs, &path, KIND).await?;
+        if let Some(m) = &manifest {
+            if m.epoch != epoch {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} claims epoch {} in its content", path.display(), m.epoch),
+                ));
+            }
         }
-        Ok(Some(manifest))
+        Ok(manifest)
     }
 }
 

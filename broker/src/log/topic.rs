@@ -300,14 +300,7 @@ pub async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
 
 async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result<bool> {
     let first_manifest = super::manifest::manifest_path(&partition_dir(id, partition), 0);
-    match vfs.open(&first_manifest, vfs::OpenOptions::read()).await {
-        Ok(f) => {
-            let _ = f.close().await;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
+    vfs::exists_now(vfs, &first_manifest).await
 }
 
 /// Grows `meta`'s topic to `total` partitions: each new partition is staged

@@ -69,21 +69,10 @@ fn version_path(topic_id: &str, n: u32) -> PathBuf {
     topic_dir(topic_id).join(format!("config-{n:010}"))
 }
 
-async fn exists(vfs: &dyn Vfs, p: &std::path::Path) -> io::Result<bool> {
-    match vfs.open(p, vfs::OpenOptions::read()).await {
-        Ok(f) => {
-            let _ = f.close().await;
-            Ok(true)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
 /// The newest complete version and its number (version 0 = no overrides).
 pub async fn read(vfs: &dyn Vfs, topic_id: &str) -> io::Result<(u32, Overrides)> {
     let mut newest = 0;
-    while exists(vfs, &version_path(topic_id, newest + 1)).await? {
+    while vfs::exists_now(vfs, &version_path(topic_id, newest + 1)).await? {
         newest += 1;
     }
     let reader = ClaimToken::fresh("config-reader");

@@ -1,0 +1,39 @@
+//! Metadata files as JSON inside the checksummed envelope, replaced
+//! atomically: the one format every kaas metadata file uses.
+
+use std::io;
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use vfs::Vfs;
+use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal};
+
+/// Replaces `path` with `value` (temp, fsync, rename).
+pub async fn write_json<T: Serialize>(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kind: &str,
+    value: &T,
+) -> io::Result<()> {
+    let json = serde_json::to_vec(value).map_err(io::Error::other)?;
+    atomic_replace(vfs, path, seal(kind, &json)).await
+}
+
+/// Reads `path` by a fresh open; `Ok(None)` if it does not exist. A torn,
+/// foreign or unparsable file is an `InvalidData` error naming the path.
+pub async fn read_json<T: DeserializeOwned>(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kind: &str,
+) -> io::Result<Option<T>> {
+    let bytes = match vfs::read_file(vfs, path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let payload = open_envelope(kind, &bytes).map_err(|e| e.at(path.display()))?;
+    serde_json::from_slice(payload)
+        .map(Some)
+        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))
+}
