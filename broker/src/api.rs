@@ -78,6 +78,15 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
+/// A failed topic lookup: a name Kafka would refuse, or the volume failing.
+fn lookup_error(e: &std::io::Error) -> i16 {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        code(ResponseError::InvalidTopicException)
+    } else {
+        code(ResponseError::KafkaStorageError)
+    }
+}
+
 fn name_of(t: &TopicName) -> &str {
     t.0.as_str()
 }
@@ -133,7 +142,7 @@ impl Api {
         let meta = match topic::lookup(self.vfs.as_ref(), name).await {
             Ok(Some(m)) => m,
             Ok(None) => return Err(code(ResponseError::UnknownTopicOrPartition)),
-            Err(_) => return Err(code(ResponseError::KafkaStorageError)),
+            Err(e) => return Err(lookup_error(&e)),
         };
         let p =
             u32::try_from(partition).map_err(|_| code(ResponseError::UnknownTopicOrPartition))?;
@@ -261,7 +270,7 @@ impl Api {
                 };
             }
             Ok(None) => return base.with_error_code(code(ResponseError::UnknownTopicOrPartition)),
-            Err(_) => return base.with_error_code(code(ResponseError::KafkaStorageError)),
+            Err(e) => return base.with_error_code(lookup_error(&e)),
         };
         let partitions = (0..meta.partitions)
             .map(|p| {
