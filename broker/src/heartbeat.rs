@@ -23,6 +23,10 @@ pub struct Heartbeat {
     /// Grows by one with every heartbeat of this incarnation.
     pub sequence: u64,
     pub advertised: String,
+    /// Set by a broker shutting down: count it gone now and move its
+    /// partitions, instead of waiting for its heartbeat to go stale.
+    #[serde(default)]
+    pub leaving: bool,
 }
 
 impl Heartbeat {
@@ -65,6 +69,7 @@ mod tests {
             incarnation: 9,
             sequence: 4,
             advertised: "h:1".into(),
+            leaving: false,
         };
         assert_eq!(Heartbeat::decode(&hb.encode()).unwrap(), hb);
         assert_eq!(Heartbeat::decode(b""), Err(EnvelopeError::Empty));

@@ -69,6 +69,7 @@ pub async fn run(
         incarnation: madsim::rand::random(),
         sequence: 0,
         advertised: config.advertised(),
+        leaving: false,
     };
     tracing::info!(
         broker_id = hb.broker_id,
@@ -112,6 +113,39 @@ pub async fn run(
             () = &mut shutdown => break,
             () = tokio::time::sleep(interval) => {}
         }
+    }
+    // Controlled shutdown: announce it, let the controller (perhaps this
+    // broker) move this broker's partitions, keep serving until they are
+    // gone or a session timeout passed, then stop.
+    hb.leaving = true;
+    agent.leave();
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(config.session_timeout_secs.max(1));
+    loop {
+        hb.sequence += 1;
+        if let Err(e) = heartbeat::write(vfs.as_ref(), &hb).await {
+            tracing::warn!(error = %e, "shutdown heartbeat not published");
+        }
+        let _ = agent.tick().await;
+        let me = hb.broker_id;
+        let (mine, others) = agent.assignment().map_or((0, false), |a| {
+            let mine = a
+                .partitions
+                .iter()
+                .filter(|(_, _, l)| l.leader == me)
+                .count();
+            (mine, a.brokers.keys().any(|b| *b != me))
+        });
+        if let Some(a) = agent.assignment().cloned() {
+            leaders.sync(&a).await;
+            publish.send_replace(Some(a));
+        }
+        // Alone in the cluster, there is nobody to hand off to.
+        if mine == 0 || !others || tokio::time::Instant::now() >= deadline {
+            tracing::info!(broker_id = hb.broker_id, still_leading = mine, "handed off");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     server.abort();
     tracing::info!(broker_id = hb.broker_id, "broker stopped");

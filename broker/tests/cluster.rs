@@ -33,6 +33,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
                 incarnation: u64::from(id) + 100,
                 sequence: 0,
                 advertised: format!("broker-{id}:9092"),
+                leaving: false,
             },
             vfs,
             alive: true,

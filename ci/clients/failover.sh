@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Failover across real processes: three `kaas` brokers share one data
 # directory; kcat produces to a 3-partition topic; the leader of partition 0
-# is killed with SIGKILL; another broker takes its partitions over; every
-# acknowledged message is consumed afterwards, and new ones are accepted.
+# is killed with SIGKILL and another broker takes its partitions over; then
+# the new leader is stopped with SIGTERM and hands them off before exiting;
+# every acknowledged message is consumed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v kcat >/dev/null || { apt-get update -qq && apt-get install -y -qq kcat >/dev/null; }
@@ -19,7 +20,7 @@ pids=()
 start() {
     local id=$1
     # Auto-created topics get 3 partitions, one per broker.
-    KAAS_LOG=warn KAAS_NUM_PARTITIONS=3 "$kaas" --data-dir "$work/data" --broker-id "$id" \
+    KAAS_LOG=info KAAS_NUM_PARTITIONS=3 "$kaas" --data-dir "$work/data" --broker-id "$id" \
         --listen "127.0.0.1:${ports[$id]}" --heartbeat-interval-secs 1 --session-timeout-secs 4 \
         >>"$work/kaas-$id.log" 2>&1 &
     pids[$id]=$!
@@ -55,10 +56,27 @@ echo "partition 0 moved to broker $(leaders | awk '$1 == 0 {print $2}')"
 
 seq 3001 4000 | sed 's/^/m/' >"$work/second"
 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/second" 2>>"$work/kcat.log"
+
+# Controlled shutdown: SIGTERM the new leader of partition 0; it announces
+# it is leaving, the controller moves its partitions, and it exits only
+# once it leads nothing.
+heir=$(leaders | awk '$1 == 0 {print $2}')
+echo "stopping broker $heir with SIGTERM"
+kill -TERM "${pids[$heir]}"
+wait_for '! kill -0 "${pids[$heir]}" 2>/dev/null'
+if ! grep -q 'handed off.*still_leading=0' "$work/kaas-$heir.log"; then
+    echo "broker $heir exited without handing its partitions off:" >&2
+    cat "$work/kaas-$heir.log" >&2
+    exit 1
+fi
+wait_for '[ -n "$(leaders | awk -v v="$heir" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
+echo "partition 0 handed to broker $(leaders | awk '$1 == 0 {print $2}')"
+seq 4001 5000 | sed 's/^/m/' >"$work/third"
+kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$work/kcat.log"
 for p in 0 1 2; do
     kcat -b "$bootstrap" -t orders -p "$p" -C -e -q -o beginning 2>>"$work/kcat.log"
 done | sort >"$work/seen"
-cat "$work/first" "$work/second" | sort >"$work/expected"
+cat "$work/first" "$work/second" "$work/third" | sort >"$work/expected"
 if cmp -s "$work/expected" "$work/seen"; then
     echo "failover: 1 passed, 0 failed"
 else

@@ -74,6 +74,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         incarnation: 1,
         sequence,
         advertised: "x:1".into(),
+        leaving: false,
     };
     broker::heartbeat::write(volume, &hb).await.unwrap();
 }

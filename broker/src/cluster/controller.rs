@@ -34,6 +34,7 @@ struct Seen {
     incarnation: u64,
     sequence: u64,
     advertised: String,
+    leaving: bool,
     changed: Instant,
 }
 
@@ -47,6 +48,7 @@ pub struct ControllerAgent {
     /// When this broker first saw the newest epoch without a live holder.
     orphaned_since: Option<(u32, Instant)>,
     reader: AssignmentReader,
+    leaving: bool,
 }
 
 impl ControllerAgent {
@@ -60,6 +62,7 @@ impl ControllerAgent {
             known_epoch: 0,
             orphaned_since: None,
             reader: AssignmentReader::default(),
+            leaving: false,
         }
     }
 
@@ -111,8 +114,16 @@ impl ControllerAgent {
                 now
             }
         };
-        // A brand-new cluster (no epoch yet) has nobody to wait for.
-        if epoch > 0 && now.duration_since(since) < self.session_timeout {
+        // A brand-new cluster (no epoch yet) has nobody to wait for, and a
+        // controller that announced its shutdown is not waited for either.
+        let holder_left = match epoch {
+            0 => true,
+            e => matches!(
+                election::holder(self.vfs.as_ref(), e, &self.token).await?,
+                Holder::Broker(b) if self.is_leaving(b)
+            ),
+        };
+        if self.leaving || (!holder_left && now.duration_since(since) < self.session_timeout) {
             return Ok(Role::Follower {
                 epoch,
                 controller: None,
@@ -157,7 +168,13 @@ impl ControllerAgent {
             .seen
             .keys()
             .copied()
-            .filter(|&b| b == self.broker || self.is_live(b, now))
+            .filter(|&b| {
+                if b == self.broker {
+                    !self.leaving
+                } else {
+                    self.is_live(b, now)
+                }
+            })
             .collect();
         let partitions = list_partitions(v.as_ref()).await?;
         let prev_map = previous
@@ -246,6 +263,7 @@ impl ControllerAgent {
                     incarnation: hb.incarnation,
                     sequence: hb.sequence,
                     advertised: hb.advertised,
+                    leaving: hb.leaving,
                     changed,
                 },
             );
@@ -256,7 +274,17 @@ impl ControllerAgent {
     fn is_live(&self, broker: u32, now: Instant) -> bool {
         self.seen
             .get(&broker)
-            .is_some_and(|s| now.duration_since(s.changed) < self.session_timeout)
+            .is_some_and(|s| !s.leaving && now.duration_since(s.changed) < self.session_timeout)
+    }
+
+    fn is_leaving(&self, broker: u32) -> bool {
+        self.seen.get(&broker).is_some_and(|s| s.leaving)
+    }
+
+    /// Controlled shutdown: from now on this broker counts itself gone, so
+    /// as controller it moves its own partitions away.
+    pub fn leave(&mut self) {
+        self.leaving = true;
     }
 }
 
