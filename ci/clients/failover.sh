@@ -31,7 +31,7 @@ trap cleanup EXIT
 for id in 0 1 2; do start "$id"; done
 bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
 
-leaders() { kcat -b "$bootstrap" -L -t orders 2>/dev/null | sed -n 's/.*partition \([0-9]\), leader \([0-9-]*\),.*/\1 \2/p'; }
+leaders() { timeout 20 kcat -b "$bootstrap" -L -t orders 2>/dev/null | sed -n 's/.*partition \([0-9]\), leader \([0-9-]*\),.*/\1 \2/p'; }
 wait_for() {
     local what=$1
     for _ in $(seq 1 150); do
@@ -47,7 +47,7 @@ wait_for() {
 wait_for '[ "$(leaders | awk "\$2 >= 0" | wc -l)" = 3 ]'
 
 seq 1 3000 | sed 's/^/m/' >"$work/first"
-kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/first"
+timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/first"
 victim=$(leaders | awk '$1 == 0 {print $2}')
 echo "killing broker $victim (leader of partition 0)"
 kill -9 "${pids[$victim]}"
@@ -55,7 +55,7 @@ wait_for '[ -n "$(leaders | awk -v v="$victim" "\$1 == 0 && \$2 >= 0 && \$2 != v
 echo "partition 0 moved to broker $(leaders | awk '$1 == 0 {print $2}')"
 
 seq 3001 4000 | sed 's/^/m/' >"$work/second"
-kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/second" 2>>"$work/kcat.log"
+timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/second" 2>>"$work/kcat.log"
 
 # Controlled shutdown: SIGTERM the new leader of partition 0; it announces
 # it is leaving, the controller moves its partitions, and it exits only
@@ -72,9 +72,9 @@ fi
 wait_for '[ -n "$(leaders | awk -v v="$heir" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
 echo "partition 0 handed to broker $(leaders | awk '$1 == 0 {print $2}')"
 seq 4001 5000 | sed 's/^/m/' >"$work/third"
-kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$work/kcat.log"
+timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$work/kcat.log"
 for p in 0 1 2; do
-    kcat -b "$bootstrap" -t orders -p "$p" -C -e -q -o beginning 2>>"$work/kcat.log"
+    timeout 120 kcat -b "$bootstrap" -t orders -p "$p" -C -e -q -o beginning 2>>"$work/kcat.log"
 done | sort >"$work/seen"
 cat "$work/first" "$work/second" "$work/third" | sort >"$work/expected"
 if cmp -s "$work/expected" "$work/seen"; then

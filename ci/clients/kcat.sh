@@ -50,15 +50,15 @@ check() {
 
 codecs="none gzip snappy lz4 zstd"
 for codec in $codecs; do
-    kcat -b "$broker" -t "kcat-$codec" -P -K: -z "$codec" -H source=ci -l "$work/input"
-    kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -f '%k:%s\n' >"$work/out-$codec"
+    timeout 120 kcat -b "$broker" -t "kcat-$codec" -P -K: -z "$codec" -H source=ci -l "$work/input"
+    timeout 120 kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -f '%k:%s\n' >"$work/out-$codec"
     check "$codec: records" "$work/input" "$work/out-$codec"
-    kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -c 3 -f '%h\n' >"$work/headers-$codec"
+    timeout 120 kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -c 3 -f '%h\n' >"$work/headers-$codec"
     printf 'source=ci\nsource=ci\nsource=ci\n' >"$work/headers-expected"
     check "$codec: headers" "$work/headers-expected" "$work/headers-$codec"
 done
 
-kcat -b "$broker" -L >"$work/listing"
+timeout 60 kcat -b "$broker" -L >"$work/listing"
 if grep -q 'topic "kcat-zstd" with 1 partitions' "$work/listing"; then
     passed=$((passed + 1))
 else
@@ -71,7 +71,7 @@ fi
 stop
 start
 for codec in $codecs; do
-    kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -f '%k:%s\n' >"$work/again-$codec"
+    timeout 120 kcat -b "$broker" -t "kcat-$codec" -C -e -q -o beginning -f '%k:%s\n' >"$work/again-$codec"
     check "$codec: after restart" "$work/input" "$work/again-$codec"
 done
 

@@ -176,6 +176,12 @@ impl ControllerAgent {
                 }
             })
             .collect();
+        if live.is_empty() {
+            // Nobody to lead anything (this controller is leaving, alone):
+            // the last assignment, naming the processes that held the
+            // partitions, stays as it is for whoever starts next.
+            return Ok(Role::Controller { epoch });
+        }
         let partitions = list_partitions(v.as_ref()).await?;
         let prev_map = previous
             .as_ref()
