@@ -660,6 +660,26 @@ impl Api {
         .map_err(|e| (code(ResponseError::KafkaStorageError), e.to_string()))
     }
 
+    /// Alters one config resource of either AlterConfigs flavour: only
+    /// topics have settable configs.
+    async fn alter_resource(
+        &self,
+        name: &StrBytes,
+        resource_type: i8,
+        changes: Vec<(String, Option<String>)>,
+        replace_all: bool,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        if resource_type != TOPIC {
+            return Err((
+                code(ResponseError::InvalidRequest),
+                "only topic configs can be altered".into(),
+            ));
+        }
+        self.alter_topic(name.as_str(), changes, replace_all, validate_only)
+            .await
+    }
+
     async fn incremental_alter_configs(
         &self,
         req: IncrementalAlterConfigsRequest,
@@ -684,16 +704,18 @@ impl Api {
                     )),
                 })
                 .collect();
-            let outcome = match (r.resource_type, changes) {
-                (_, Err(why)) => Err((code(ResponseError::InvalidRequest), why)),
-                (TOPIC, Ok(changes)) => {
-                    self.alter_topic(r.resource_name.as_str(), changes, false, req.validate_only)
-                        .await
+            let outcome = match changes {
+                Err(why) => Err((code(ResponseError::InvalidRequest), why)),
+                Ok(changes) => {
+                    self.alter_resource(
+                        &r.resource_name,
+                        r.resource_type,
+                        changes,
+                        false,
+                        req.validate_only,
+                    )
+                    .await
                 }
-                _ => Err((
-                    code(ResponseError::InvalidRequest),
-                    "only topic configs can be altered".into(),
-                )),
             };
             if let Err((c, why)) = outcome {
                 response = response
@@ -721,16 +743,15 @@ impl Api {
                     )
                 })
                 .collect();
-            let outcome = match r.resource_type {
-                TOPIC => {
-                    self.alter_topic(r.resource_name.as_str(), changes, true, req.validate_only)
-                        .await
-                }
-                _ => Err((
-                    code(ResponseError::InvalidRequest),
-                    "only topic configs can be altered".into(),
-                )),
-            };
+            let outcome = self
+                .alter_resource(
+                    &r.resource_name,
+                    r.resource_type,
+                    changes,
+                    true,
+                    req.validate_only,
+                )
+                .await;
             if let Err((c, why)) = outcome {
                 response = response
                     .with_error_code(c)
