@@ -369,6 +369,12 @@ impl Api {
                     .with_log_start_offset(start)
             }
             Err(LogError::Corrupt(_)) => r.with_error_code(code(ResponseError::CorruptMessage)),
+            Err(LogError::OutOfOrderSequence) => {
+                r.with_error_code(code(ResponseError::OutOfOrderSequenceNumber))
+            }
+            Err(LogError::InvalidProducerEpoch) => {
+                r.with_error_code(code(ResponseError::InvalidProducerEpoch))
+            }
             Err(LogError::Fenced(_)) => {
                 let dir = log.dir().to_path_buf();
                 tracing::info!(dir = %dir.display(), "fenced: stepping down");

@@ -684,3 +684,62 @@ async fn compressed_batches_pass_through_byte_for_byte() {
     let r = log.read(0, 1 << 20).await.unwrap();
     assert_eq!(r.records.to_vec(), stored.concat());
 }
+
+/// An idempotent producer's retries are answered with their first offsets
+/// and not appended again, also by the next leader (producer state comes
+/// from the checkpoint and the scanned tail); gaps and stale epochs are refused.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn idempotent_retries_are_not_appended_twice_across_a_takeover() {
+    for b in backends() {
+        let meta = new_topic(b.vfs.as_ref()).await;
+        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let batch = |epoch: i16, seq: i32| {
+            batch::build((42, epoch, seq), 5, &[b"a".as_slice(), b"b".as_slice()])
+        };
+        log.append(record(0)).await.unwrap();
+        let first = log.append(batch(0, 0)).await.unwrap();
+        assert_eq!((first.base_offset, first.last_offset), (1, 2), "{}", b.name);
+        let retry = log.append(batch(0, 0)).await.unwrap();
+        assert_eq!(
+            retry, first,
+            "{}: a retry gets the original offsets",
+            b.name
+        );
+        assert_eq!(
+            log.high_watermark(),
+            3,
+            "{}: nothing appended twice",
+            b.name
+        );
+        assert!(matches!(
+            log.append(batch(0, 5)).await,
+            Err(LogError::OutOfOrderSequence)
+        ));
+        // Two in flight at once are checked against each other.
+        let (a, c) = tokio::join!(log.append(batch(0, 2)), log.append(batch(0, 4)));
+        assert_eq!(a.unwrap().base_offset, 3, "{}", b.name);
+        assert_eq!(c.unwrap().base_offset, 5, "{}", b.name);
+        drop(log);
+
+        let next = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
+        let again = next.append(batch(0, 2)).await.unwrap();
+        assert_eq!(
+            again.base_offset, 3,
+            "{}: the new leader knows the retry",
+            b.name
+        );
+        assert!(matches!(
+            next.append(batch(0, 9)).await,
+            Err(LogError::OutOfOrderSequence)
+        ));
+        next.append(batch(1, 0)).await.unwrap();
+        assert!(matches!(
+            next.append(batch(0, 6)).await,
+            Err(LogError::InvalidProducerEpoch)
+        ));
+        assert_eq!(next.high_watermark(), 9, "{}", b.name);
+        let values = read_all(&next, 0).await;
+        assert_eq!(values.len(), 9, "{}", b.name);
+    }
+}

@@ -27,7 +27,7 @@ use vfs::{OpenOptions, Vfs, VfsFile};
 use super::batch::{self, BatchError};
 use super::fence::{self, LeadershipFence};
 use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
-use super::producers::ProducerState;
+use super::producers::{ProducerState, Sequence};
 use super::scan::{SegmentIndex, scan};
 
 #[derive(Clone, Debug)]
@@ -69,6 +69,10 @@ pub enum LogError {
     Failed(String),
     #[error("storage: {0}")]
     Io(#[from] io::Error),
+    #[error("the producer's sequence number is out of order")]
+    OutOfOrderSequence,
+    #[error("the producer's epoch is older than one this partition has seen")]
+    InvalidProducerEpoch,
 }
 
 /// Offsets an append received: the first and last offset of each batch.
@@ -90,7 +94,16 @@ struct Pending {
     id: u64,
     records: Bytes,
     headers: Vec<batch::BatchHeader>,
-    reply: tokio::sync::oneshot::Sender<Result<Appended, String>>,
+    reply: tokio::sync::oneshot::Sender<Result<Appended, Refusal>>,
+}
+
+/// Why a queued append was not acknowledged.
+#[derive(Clone, Debug)]
+enum Refusal {
+    Fenced,
+    Failed(String),
+    OutOfOrder,
+    StaleEpoch,
 }
 
 /// What the flusher owns: the active segment and the log's durable end.
@@ -355,19 +368,22 @@ impl PartitionLog {
         drop(writer);
         match done.await {
             Ok(Ok(a)) => Ok(a),
-            Ok(Err(msg)) if msg.starts_with("fenced") => Err(LogError::Fenced(self.epoch)),
-            Ok(Err(msg)) => Err(LogError::Failed(msg)),
+            Ok(Err(Refusal::Fenced)) => Err(LogError::Fenced(self.epoch)),
+            Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
+            Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
+            Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
             Err(_) => Err(LogError::Failed("append abandoned".into())),
         }
     }
 
-    async fn flush(&self, w: &mut Writer, mut batch: Vec<Pending>) {
+    async fn flush(&self, w: &mut Writer, batch: Vec<Pending>) {
         if let Some(why) = &w.failed {
             for p in batch {
-                let _ = p.reply.send(Err(why.clone()));
+                let _ = p.reply.send(Err(Refusal::Failed(why.clone())));
             }
             return;
         }
+        let (mut batch, duplicates) = self.check_sequences(w, batch);
         // Each request's buffer is stamped in place when this is its only
         // reference (as it is for a request read off a socket), else copied.
         let mut chunks = Vec::with_capacity(batch.len());
@@ -406,8 +422,16 @@ impl PartitionLog {
             // Nothing of this cycle is acknowledged, and nothing after it:
             // the file's tail is unknown now, and a successor seals it.
             w.failed = Some(why.clone());
-            for p in batch {
-                let _ = p.reply.send(Err(why.clone()));
+            let refusal = if why.starts_with("fenced") {
+                Refusal::Fenced
+            } else {
+                Refusal::Failed(why)
+            };
+            for p in batch
+                .into_iter()
+                .chain(duplicates.into_iter().map(|(p, _)| p))
+            {
+                let _ = p.reply.send(Err(refusal.clone()));
             }
             return;
         }
@@ -434,12 +458,73 @@ impl PartitionLog {
             view.high_watermark = next;
             view.active_end = pos;
         }
-        for (p, a) in batch.into_iter().zip(placed) {
+        for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
             let _ = p.reply.send(Ok(a));
         }
         if let Err(e) = self.after_flush(w).await {
             w.failed = Some(format!("roll or checkpoint failed: {e}"));
         }
+    }
+
+    /// Applies the idempotent producers' sequence rules to a cycle, in queue
+    /// order: batches this cycle already took count, so two in-flight
+    /// batches of one producer are checked against each other. Refused
+    /// requests are answered at once; duplicates are answered with their
+    /// original offsets once this cycle is confirmed (the original may be
+    /// in it).
+    fn check_sequences(
+        &self,
+        w: &Writer,
+        batch: Vec<Pending>,
+    ) -> (Vec<Pending>, Vec<(Pending, Appended)>) {
+        let mut taken = ProducerState::default();
+        let mut next = w.next_offset;
+        let mut append = Vec::with_capacity(batch.len());
+        let mut duplicates = Vec::new();
+        for p in batch {
+            let mut trial = taken.clone();
+            let mut verdict = Sequence::Next;
+            let mut offset = next;
+            for h in &p.headers {
+                if h.producer_id >= 0 && !trial.producers.contains_key(&h.producer_id) {
+                    if let Some(e) = w.producers.producers.get(&h.producer_id) {
+                        trial.producers.insert(h.producer_id, e.clone());
+                    }
+                }
+                verdict = trial.check(h);
+                if verdict != Sequence::Next {
+                    break;
+                }
+                let mut stored = *h;
+                stored.base_offset = offset;
+                trial.observe(&stored);
+                offset = stored.next_offset();
+            }
+            match verdict {
+                Sequence::Next => {
+                    taken = trial;
+                    next = offset;
+                    append.push(p);
+                }
+                Sequence::Duplicate {
+                    base_offset,
+                    last_offset,
+                } if p.headers.len() == 1 => duplicates.push((
+                    p,
+                    Appended {
+                        base_offset,
+                        last_offset,
+                    },
+                )),
+                Sequence::StaleEpoch => {
+                    let _ = p.reply.send(Err(Refusal::StaleEpoch));
+                }
+                Sequence::Duplicate { .. } | Sequence::OutOfOrder => {
+                    let _ = p.reply.send(Err(Refusal::OutOfOrder));
+                }
+            }
+        }
+        (append, duplicates)
     }
 
     /// Rolls the segment or rewrites the checkpoint when due. Runs only

@@ -65,10 +65,70 @@ impl ProducerState {
             .map(|(_, _, offset)| *offset)
     }
 
+    /// Kafka's sequence rules for an idempotent producer's batch, given
+    /// everything this partition has taken from that producer so far.
+    pub fn check(&self, h: &BatchHeader) -> Sequence {
+        if h.producer_id < 0 {
+            return Sequence::Next;
+        }
+        // A producer the partition has never seen (or whose state expired
+        // with the log) may start at any sequence, as in Kafka since KIP-360.
+        let Some(entry) = self.producers.get(&h.producer_id) else {
+            return Sequence::Next;
+        };
+        if h.producer_epoch < entry.epoch {
+            return Sequence::StaleEpoch;
+        }
+        if h.producer_epoch > entry.epoch {
+            return if h.base_sequence == 0 {
+                Sequence::Next
+            } else {
+                Sequence::OutOfOrder
+            };
+        }
+        if let Some((first, last, base)) = entry
+            .recent
+            .iter()
+            .find(|(first, l, _)| {
+                *first == h.base_sequence && *l == h.base_sequence.wrapping_add(h.last_offset_delta)
+            })
+            .copied()
+        {
+            return Sequence::Duplicate {
+                base_offset: base,
+                last_offset: base + i64::from(last.wrapping_sub(first)),
+            };
+        }
+        match entry.recent.last() {
+            None => Sequence::Next,
+            Some((_, last, _)) if h.base_sequence == next_sequence(*last) => Sequence::Next,
+            Some(_) => Sequence::OutOfOrder,
+        }
+    }
+
     pub fn last_sequence(&self, producer_id: i64) -> Option<(i16, i32)> {
         let e = self.producers.get(&producer_id)?;
         e.recent.last().map(|(_, last, _)| (e.epoch, *last))
     }
+}
+
+/// What the log does with a batch of an idempotent producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sequence {
+    /// The next batch in order (or not idempotent): append it.
+    Next,
+    /// A retry of one of the recent batches: answer its original offsets,
+    /// do not append it again.
+    Duplicate { base_offset: i64, last_offset: i64 },
+    /// A gap or a batch from before the recent ones: OUT_OF_ORDER_SEQUENCE_NUMBER.
+    OutOfOrder,
+    /// An older producer epoch than the partition has seen: INVALID_PRODUCER_EPOCH.
+    StaleEpoch,
+}
+
+/// Sequences wrap from i32::MAX to 0, as in Kafka.
+fn next_sequence(last: i32) -> i32 {
+    if last == i32::MAX { 0 } else { last + 1 }
 }
 
 #[cfg(test)]
@@ -95,10 +155,45 @@ mod tests {
         s.observe(&header(1, 1, 0, 20));
         assert_eq!(s.producers[&1].recent.len(), 1);
         s.observe(&header(-1, -1, -1, 30));
+        assert_eq!(s.check(&header(-1, -1, -1, 0)), Sequence::Next);
         assert_eq!(
             s.producers.len(),
             1,
             "non-idempotent batches are not tracked"
         );
+    }
+
+    #[test]
+    fn sequence_rules_follow_kafka() {
+        let mut s = ProducerState::default();
+        assert_eq!(
+            s.check(&header(7, 0, 40, 0)),
+            Sequence::Next,
+            "unknown producer"
+        );
+        s.observe(&header(7, 0, 0, 10)); // sequences 0..=1 at offsets 10..=11
+        assert_eq!(s.check(&header(7, 0, 2, 0)), Sequence::Next);
+        assert_eq!(
+            s.check(&header(7, 0, 0, 0)),
+            Sequence::Duplicate {
+                base_offset: 10,
+                last_offset: 11
+            }
+        );
+        assert_eq!(s.check(&header(7, 0, 3, 0)), Sequence::OutOfOrder, "gap");
+        assert_eq!(
+            s.check(&header(7, 0, 1, 0)),
+            Sequence::OutOfOrder,
+            "overlap"
+        );
+        assert_eq!(
+            s.check(&header(7, 1, 0, 0)),
+            Sequence::Next,
+            "new epoch from 0"
+        );
+        assert_eq!(s.check(&header(7, 1, 5, 0)), Sequence::OutOfOrder);
+        s.observe(&header(7, 1, 0, 20));
+        assert_eq!(s.check(&header(7, 0, 2, 0)), Sequence::StaleEpoch);
+        assert_eq!(next_sequence(i32::MAX), 0);
     }
 }
