@@ -22,6 +22,7 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterResponse;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -39,16 +40,22 @@ use kafka_protocol::messages::{
     ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
     RequestHeader, RequestKind, ResponseKind, TopicName,
 };
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId,
+};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use uuid::Uuid;
 use vfs::Vfs;
 
 use crate::cluster::assignment::Assignment;
+use crate::groups::{self, Coordinators};
 use crate::leaders::Leaders;
 use crate::log::topic::{self, TopicError, TopicMeta};
 use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogError, PartitionLog};
+use crate::producer_ids::ProducerIds;
 use crate::protocol::{Handler, versions};
 
 /// Settings of the request handlers.
@@ -67,6 +74,8 @@ pub struct Api {
     vfs: Arc<dyn Vfs>,
     config: ApiConfig,
     leaders: Arc<Leaders>,
+    coordinators: Arc<Coordinators>,
+    producer_ids: ProducerIds,
     assignment: watch::Receiver<Option<Assignment>>,
 }
 
@@ -114,13 +123,97 @@ impl Api {
         vfs: Arc<dyn Vfs>,
         config: ApiConfig,
         leaders: Arc<Leaders>,
+        coordinators: Arc<Coordinators>,
         assignment: watch::Receiver<Option<Assignment>>,
     ) -> Self {
         Self {
+            producer_ids: ProducerIds::new(vfs.clone(), config.broker_id),
             vfs,
             config,
             leaders,
+            coordinators,
             assignment,
+        }
+    }
+
+    /// FindCoordinator: the broker leading the key's coordinator slot.
+    /// Groups and transactional ids share the slots.
+    fn find_coordinator(
+        &self,
+        req: FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
+        let a = self.current();
+        let locate = |key: &str| -> Result<(i32, String, i32), i16> {
+            let a = a
+                .as_ref()
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let l = a
+                .coordinator(groups::slot_of(key))
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let b = a
+                .brokers
+                .get(&l.leader)
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let (host, port) = split_host_port(&b.advertised);
+            Ok((l.leader as i32, host, port))
+        };
+        if version >= 4 {
+            let coordinators = req
+                .coordinator_keys
+                .iter()
+                .map(|k| {
+                    let c = Coordinator::default().with_key(k.clone());
+                    match locate(k.as_str()) {
+                        Ok((id, host, port)) => c
+                            .with_node_id(BrokerId(id))
+                            .with_host(StrBytes::from_string(host))
+                            .with_port(port),
+                        Err(e) => c
+                            .with_error_code(e)
+                            .with_node_id(BrokerId(-1))
+                            .with_port(-1),
+                    }
+                })
+                .collect();
+            return FindCoordinatorResponse::default().with_coordinators(coordinators);
+        }
+        match locate(req.key.as_str()) {
+            Ok((id, host, port)) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port),
+            Err(e) => FindCoordinatorResponse::default()
+                .with_error_code(e)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        }
+    }
+
+    /// InitProducerId for idempotent producers: a fresh id, or (KIP-360)
+    /// the same id with the next epoch when the producer asks to bump.
+    /// Transactions are not served.
+    async fn init_producer_id(&self, req: InitProducerIdRequest) -> InitProducerIdResponse {
+        let resp = InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        if req.transactional_id.is_some() {
+            tracing::warn!(
+                "InitProducerId with a transactional id: transactions are not supported"
+            );
+            return resp.with_error_code(code(ResponseError::InvalidRequest));
+        }
+        if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
+            return resp
+                .with_producer_id(req.producer_id)
+                .with_producer_epoch(req.producer_epoch + 1);
+        }
+        match self.producer_ids.allocate().await {
+            Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+            Err(e) => {
+                tracing::warn!(error = %e, "no producer id");
+                resp.with_error_code(code(ResponseError::CoordinatorNotAvailable))
+            }
         }
     }
 
@@ -924,6 +1017,43 @@ impl Handler for Api {
             }
             RequestKind::DeleteRecords(r) => {
                 ResponseKind::DeleteRecords(self.delete_records(r).await)
+            }
+            RequestKind::FindCoordinator(r) => {
+                ResponseKind::FindCoordinator(self.find_coordinator(r, v))
+            }
+            RequestKind::InitProducerId(r) => {
+                ResponseKind::InitProducerId(self.init_producer_id(r).await)
+            }
+            RequestKind::JoinGroup(r) => {
+                let client = header.client_id.as_ref().map_or("", |c| c.as_str());
+                ResponseKind::JoinGroup(self.coordinators.join_group(r, v, client).await)
+            }
+            RequestKind::SyncGroup(r) => {
+                ResponseKind::SyncGroup(self.coordinators.sync_group(r, v).await)
+            }
+            RequestKind::Heartbeat(r) => {
+                ResponseKind::Heartbeat(self.coordinators.heartbeat(r).await)
+            }
+            RequestKind::LeaveGroup(r) => {
+                ResponseKind::LeaveGroup(self.coordinators.leave_group(r, v).await)
+            }
+            RequestKind::OffsetCommit(r) => {
+                ResponseKind::OffsetCommit(self.coordinators.offset_commit(r, v).await)
+            }
+            RequestKind::OffsetFetch(r) => {
+                ResponseKind::OffsetFetch(self.coordinators.offset_fetch(r, v).await)
+            }
+            RequestKind::ListGroups(r) => {
+                ResponseKind::ListGroups(self.coordinators.list_groups(r, v).await)
+            }
+            RequestKind::DescribeGroups(r) => {
+                ResponseKind::DescribeGroups(self.coordinators.describe_groups(r, v).await)
+            }
+            RequestKind::DeleteGroups(r) => {
+                ResponseKind::DeleteGroups(self.coordinators.delete_groups(r).await)
+            }
+            RequestKind::OffsetDelete(r) => {
+                ResponseKind::OffsetDelete(self.coordinators.offset_delete(r).await)
             }
             other => return Err(format!("no handler for {other:?}")),
         }))

@@ -48,6 +48,15 @@ pub struct Config {
     /// Partitions of topics created without a count (num.partitions).
     #[arg(long, env = "KAAS_NUM_PARTITIONS", default_value_t = 1)]
     pub num_partitions: u32,
+
+    /// How long a new consumer group waits for more members before its
+    /// first generation (group.initial.rebalance.delay.ms).
+    #[arg(
+        long,
+        env = "KAAS_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3000
+    )]
+    pub group_initial_rebalance_delay_ms: u64,
 }
 
 impl Config {

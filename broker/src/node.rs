@@ -11,6 +11,7 @@ use vfs::Vfs;
 use crate::api::{Api, ApiConfig};
 use crate::cluster::controller::{ControllerAgent, Role};
 use crate::config::Config;
+use crate::groups::{Coordinators, GroupConfig};
 use crate::heartbeat::{self, Heartbeat};
 use crate::layout;
 use crate::leaders::Leaders;
@@ -41,6 +42,15 @@ pub async fn run(
         config.broker_id,
         LogConfig::default(),
     ));
+    let coordinators = Arc::new(Coordinators::new(
+        vfs.clone(),
+        config.broker_id,
+        GroupConfig {
+            initial_rebalance_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
+            ..GroupConfig::default()
+        },
+    ));
+    let timers = tokio::spawn(coordinators.clone().run_timers());
     let (publish, assignment) = tokio::sync::watch::channel(None);
     let api = Api::new(
         vfs.clone(),
@@ -52,6 +62,7 @@ pub async fn run(
             max_message_bytes: 1024 * 1024,
         },
         leaders.clone(),
+        coordinators.clone(),
         assignment,
     );
     let server = tokio::spawn(crate::protocol::server::serve(
@@ -106,6 +117,7 @@ pub async fn run(
         }
         if let Some(a) = agent.assignment().cloned() {
             leaders.sync(&a).await;
+            coordinators.sync(&a).await;
             publish.send_replace(Some(a));
         }
         leaders.enforce_retention(crate::clock::now_ms()).await;
@@ -129,15 +141,11 @@ pub async fn run(
         let _ = agent.tick().await;
         let me = hb.broker_id;
         let (mine, others) = agent.assignment().map_or((0, false), |a| {
-            let mine = a
-                .partitions
-                .iter()
-                .filter(|(_, _, l)| l.leader == me)
-                .count();
-            (mine, a.brokers.keys().any(|b| *b != me))
+            (a.led_by(me), a.brokers.keys().any(|b| *b != me))
         });
         if let Some(a) = agent.assignment().cloned() {
             leaders.sync(&a).await;
+            coordinators.sync(&a).await;
             publish.send_replace(Some(a));
         }
         // Alone in the cluster, there is nobody to hand off to.
@@ -148,6 +156,7 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     server.abort();
+    timers.abort();
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
 }

@@ -23,6 +23,7 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
     let vfs: Arc<dyn vfs::Vfs> = Arc::new(vfs::MemVfs::new());
     let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
     let (_publish, assignment) = tokio::sync::watch::channel(None);
+    let vfs_for_groups = vfs.clone();
     let api = Api::new(
         vfs,
         ApiConfig {
@@ -33,6 +34,11 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
             max_message_bytes: 1 << 20,
         },
         leaders,
+        Arc::new(broker::groups::Coordinators::new(
+            vfs_for_groups,
+            0,
+            broker::groups::GroupConfig::default(),
+        )),
         assignment,
     );
     tokio::spawn(server::serve(listener, Arc::new(api), config));

@@ -35,7 +35,20 @@ pub struct Assignment {
     /// controller wrote `cluster/id`.
     #[serde(default)]
     pub cluster_id: String,
+    /// Coordinator slots `(slot, leadership)`, sorted: the slot of a group
+    /// or transactional id is a hash of it (see `groups::slot_of`), and the
+    /// leader epoch of a slot is its coordinator epoch.
+    #[serde(default)]
+    pub coordinators: Vec<(u32, Leadership)>,
 }
+
+/// How many coordinator slots the cluster has. Fixed: a group's slot must
+/// not change while it has state on the volume.
+pub const COORDINATOR_SLOTS: u32 = 16;
+
+/// The placement key of coordinator slot `slot`; not a topic id (those are
+/// UUIDs), so it never collides with a partition.
+pub const COORDINATOR_KEY: &str = "__coordinator";
 
 const ID_KIND: &str = "cluster-id";
 
@@ -73,11 +86,34 @@ impl Assignment {
             .map(|(_, _, l)| *l)
     }
 
+    /// Partitions and coordinator slots, keyed for placement.
     pub fn as_map(&self) -> BTreeMap<PartitionKey, Leadership> {
         self.partitions
             .iter()
             .map(|(t, p, l)| ((t.clone(), *p), *l))
+            .chain(
+                self.coordinators
+                    .iter()
+                    .map(|(s, l)| ((COORDINATOR_KEY.to_owned(), *s), *l)),
+            )
             .collect()
+    }
+
+    pub fn coordinator(&self, slot: u32) -> Option<Leadership> {
+        self.coordinators
+            .iter()
+            .find(|(s, _)| *s == slot)
+            .map(|(_, l)| *l)
+    }
+
+    /// How many partitions and coordinator slots `broker` leads.
+    pub fn led_by(&self, broker: u32) -> usize {
+        self.partitions
+            .iter()
+            .map(|(_, _, l)| l)
+            .chain(self.coordinators.iter().map(|(_, l)| l))
+            .filter(|l| l.leader == broker)
+            .count()
     }
 
     /// Newer than `other` in (controller epoch, version) order.

@@ -183,6 +183,9 @@ impl ControllerAgent {
             return Ok(Role::Controller { epoch });
         }
         let partitions = list_partitions(v.as_ref()).await?;
+        let slots: BTreeSet<PartitionKey> = (0..assignment::COORDINATOR_SLOTS)
+            .map(|s| (assignment::COORDINATOR_KEY.to_owned(), s))
+            .collect();
         let prev_map = previous
             .as_ref()
             .map(Assignment::as_map)
@@ -209,7 +212,9 @@ impl ControllerAgent {
             })
             .map(|(b, _)| *b)
             .collect();
-        let placed = placement::place(&prev_map, &live, &restarted, &partitions);
+        // Partitions and coordinator slots are spread evenly each on their own.
+        let mut placed = placement::place(&prev_map, &live, &restarted, &partitions);
+        placed.extend(placement::place(&prev_map, &live, &restarted, &slots));
         let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
             Some(id) if !id.is_empty() => id,
             _ => assignment::ensure_cluster_id(v.as_ref()).await?,
@@ -230,13 +235,17 @@ impl ControllerAgent {
                 Some(p) if p.controller_epoch == epoch => p.version + 1,
                 _ => 1,
             };
+            let (slots, topics): (Vec<_>, Vec<_>) = placed
+                .into_iter()
+                .partition(|((t, _), _)| t == assignment::COORDINATOR_KEY);
             let next = Assignment {
                 controller_epoch: epoch,
                 version,
                 controller: self.broker,
                 brokers,
-                partitions: placed.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
+                partitions: topics.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
                 cluster_id,
+                coordinators: slots.into_iter().map(|((_, s), l)| (s, l)).collect(),
             };
             assignment::write(v.as_ref(), &next).await?;
         }

@@ -1,0 +1,673 @@
+//! The group APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offsets,
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) over the slots
+//! this broker coordinates.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
+
+use super::group::{JoinRequest, JoinResult, Joined, Phase, Synced};
+use super::store::OffsetRecord;
+use super::{Coordinators, Slot};
+
+/// Kafka's offset.metadata.max.bytes.
+const MAX_METADATA_BYTES: usize = 4096;
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+fn opt(v: &Option<StrBytes>) -> Option<String> {
+    v.as_ref().map(|x| x.as_str().to_owned())
+}
+
+fn new_member_id(client_id: &str) -> String {
+    let v: u128 = madsim::rand::random();
+    let u = uuid::Uuid::from_u128(v);
+    format!("{client_id}-{u}")
+}
+
+impl Coordinators {
+    pub async fn join_group(
+        &self,
+        req: JoinGroupRequest,
+        version: i16,
+        client_id: &str,
+    ) -> JoinGroupResponse {
+        let fail = |error: i16, member_id: StrBytes| {
+            JoinGroupResponse::default()
+                .with_error_code(error)
+                .with_generation_id(-1)
+                .with_member_id(member_id)
+                .with_protocol_name(Some(StrBytes::default()))
+        };
+        let group_id = req.group_id.as_str().to_owned();
+        if group_id.is_empty() {
+            return fail(code(ResponseError::InvalidGroupId), req.member_id);
+        }
+        let session = Duration::from_millis(req.session_timeout_ms.max(0) as u64);
+        if session < self.config.min_session_timeout || session > self.config.max_session_timeout {
+            return fail(code(ResponseError::InvalidSessionTimeout), req.member_id);
+        }
+        // v0 has no rebalance timeout: it is the session timeout.
+        let rebalance = if version >= 1 {
+            Duration::from_millis(req.rebalance_timeout_ms.max(0) as u64)
+        } else {
+            session
+        };
+        let slot = match self.slot_for(&group_id) {
+            Ok(s) => s,
+            Err(e) => return fail(e, req.member_id),
+        };
+        let joined = {
+            let mut groups = slot.groups.lock().await;
+            let entry = match slot.entry(&mut groups, &group_id, true).await {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    return fail(code(ResponseError::CoordinatorNotAvailable), req.member_id);
+                }
+                Err(e) => return fail(e, req.member_id),
+            };
+            let request = JoinRequest {
+                member_id: req.member_id.as_str().to_owned(),
+                instance_id: opt(&req.group_instance_id),
+                client_id: client_id.to_owned(),
+                client_host: String::new(),
+                session_timeout: session,
+                rebalance_timeout: rebalance,
+                protocol_type: req.protocol_type.as_str().to_owned(),
+                protocols: req
+                    .protocols
+                    .iter()
+                    .map(|p| (p.name.as_str().to_owned(), p.metadata.clone()))
+                    .collect(),
+                require_known_member_id: version >= 4,
+            };
+            entry.group.join(
+                request,
+                Instant::now(),
+                || new_member_id(client_id),
+                self.config.initial_rebalance_delay,
+            )
+        };
+        let result = match joined {
+            Joined::Now(r) => r,
+            Joined::Wait(rx) => match rx.await {
+                Ok(r) => r,
+                Err(_) => return fail(code(ResponseError::NotCoordinator), req.member_id),
+            },
+        };
+        join_response(result, version)
+    }
+
+    pub async fn sync_group(&self, req: SyncGroupRequest, _version: i16) -> SyncGroupResponse {
+        let fail = |error: i16| SyncGroupResponse::default().with_error_code(error);
+        let group_id = req.group_id.as_str().to_owned();
+        let slot = match self.slot_for(&group_id) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let rx = {
+            let mut groups = slot.groups.lock().await;
+            let entry = match slot.entry(&mut groups, &group_id, false).await {
+                Ok(Some(e)) => e,
+                Ok(None) => return fail(code(ResponseError::UnknownMemberId)),
+                Err(e) => return fail(e),
+            };
+            let g = &entry.group;
+            let mismatch = |asked: &Option<StrBytes>, have: &Option<String>| {
+                asked
+                    .as_ref()
+                    .is_some_and(|a| have.as_deref() != Some(a.as_str()))
+            };
+            if g.phase != Phase::Empty
+                && (mismatch(&req.protocol_type, &g.protocol_type)
+                    || mismatch(&req.protocol_name, &g.protocol))
+            {
+                return fail(code(ResponseError::InconsistentGroupProtocol));
+            }
+            let assignments: Vec<(String, Bytes)> = req
+                .assignments
+                .iter()
+                .map(|a| (a.member_id.as_str().to_owned(), a.assignment.clone()))
+                .collect();
+            let now = Instant::now();
+            match entry.group.sync(
+                req.member_id.as_str(),
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
+                req.generation_id,
+                assignments,
+                now,
+            ) {
+                Synced::Now(r) => return sync_response(r),
+                Synced::Wait(rx) => rx,
+                Synced::Complete(rx) => {
+                    let record = entry.group.record();
+                    let outcome = slot.persist(entry, &record).await;
+                    let error = outcome.err().unwrap_or(0);
+                    entry
+                        .group
+                        .release_sync(error, now, self.config.initial_rebalance_delay);
+                    rx
+                }
+            }
+        };
+        match rx.await {
+            Ok(r) => sync_response(r),
+            Err(_) => fail(code(ResponseError::NotCoordinator)),
+        }
+    }
+
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let error = self
+            .with_group(req.group_id.as_str(), |g, now| {
+                g.heartbeat(
+                    req.member_id.as_str(),
+                    req.group_instance_id.as_ref().map(|i| i.as_str()),
+                    req.generation_id,
+                    now,
+                )
+            })
+            .await
+            .unwrap_or_else(|e| e);
+        HeartbeatResponse::default().with_error_code(error)
+    }
+
+    /// Runs `f` on an existing group; UNKNOWN_MEMBER_ID if there is none.
+    async fn with_group<T>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut super::group::Group, Instant) -> T,
+    ) -> Result<T, i16> {
+        let slot = self.slot_for(group_id)?;
+        let mut groups = slot.groups.lock().await;
+        match slot.entry(&mut groups, group_id, false).await? {
+            Some(entry) => Ok(f(&mut entry.group, Instant::now())),
+            None => Err(code(ResponseError::UnknownMemberId)),
+        }
+    }
+
+    pub async fn leave_group(&self, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let who: Vec<(String, Option<String>)> = if version >= 3 {
+            req.members
+                .iter()
+                .map(|m| (m.member_id.as_str().to_owned(), opt(&m.group_instance_id)))
+                .collect()
+        } else {
+            vec![(req.member_id.as_str().to_owned(), None)]
+        };
+        let group_id = req.group_id.as_str().to_owned();
+        let outcome: Result<Vec<i16>, i16> = async {
+            let slot = self.slot_for(&group_id)?;
+            let mut groups = slot.groups.lock().await;
+            let Some(entry) = slot.entry(&mut groups, &group_id, false).await? else {
+                return Err(code(ResponseError::UnknownMemberId));
+            };
+            let (errors, emptied) =
+                entry
+                    .group
+                    .leave(&who, Instant::now(), self.config.initial_rebalance_delay);
+            if emptied {
+                let record = entry.group.record();
+                slot.persist(entry, &record).await?;
+            }
+            Ok(errors)
+        }
+        .await;
+        match outcome {
+            Err(e) => LeaveGroupResponse::default().with_error_code(e),
+            Ok(errors) if version >= 3 => LeaveGroupResponse::default().with_members(
+                who.iter()
+                    .zip(errors)
+                    .map(|((m, i), e)| {
+                        MemberResponse::default()
+                            .with_member_id(s(m))
+                            .with_group_instance_id(i.as_deref().map(s))
+                            .with_error_code(e)
+                    })
+                    .collect(),
+            ),
+            Ok(errors) => {
+                LeaveGroupResponse::default().with_error_code(errors.first().copied().unwrap_or(0))
+            }
+        }
+    }
+
+    pub async fn offset_commit(
+        &self,
+        req: OffsetCommitRequest,
+        _version: i16,
+    ) -> OffsetCommitResponse {
+        let group_id = req.group_id.as_str().to_owned();
+        let outcome: Result<BTreeMap<(String, i32), i16>, i16> = async {
+            let slot = self.slot_for(&group_id)?;
+            let mut groups = slot.groups.lock().await;
+            let generation = req.generation_id_or_member_epoch;
+            let entry = match slot.entry(&mut groups, &group_id, generation < 0).await? {
+                Some(e) => e,
+                None => return Err(code(ResponseError::IllegalGeneration)),
+            };
+            entry.group.check_commit(
+                req.member_id.as_str(),
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
+                generation,
+            )?;
+            let now_ms = crate::clock::now_ms();
+            let mut errors = BTreeMap::new();
+            let mut offsets = entry.group.offsets.clone();
+            for t in &req.topics {
+                for p in &t.partitions {
+                    let key = (t.name.as_str().to_owned(), p.partition_index);
+                    let metadata = opt(&p.committed_metadata);
+                    if metadata
+                        .as_ref()
+                        .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+                    {
+                        errors.insert(key, code(ResponseError::OffsetMetadataTooLarge));
+                        continue;
+                    }
+                    offsets.insert(
+                        key.clone(),
+                        OffsetRecord {
+                            topic: key.0.clone(),
+                            partition: key.1,
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata,
+                            commit_ms: now_ms,
+                        },
+                    );
+                    errors.insert(key, 0);
+                }
+            }
+            // The new offsets count only once they are on the volume in this
+            // epoch's file: persist a copy, adopt it after.
+            let previous = std::mem::replace(&mut entry.group.offsets, offsets);
+            let record = entry.group.record();
+            if let Err(e) = slot.persist(entry, &record).await {
+                entry.group.offsets = previous;
+                return Err(e);
+            }
+            Ok(errors)
+        }
+        .await;
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                let error = match &outcome {
+                                    Ok(map) => map
+                                        .get(&(t.name.as_str().to_owned(), p.partition_index))
+                                        .copied()
+                                        .unwrap_or(0),
+                                    Err(e) => *e,
+                                };
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(error)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        OffsetCommitResponse::default().with_topics(topics)
+    }
+
+    /// Committed offsets of one group: `topics` None means all of them.
+    async fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(TopicName, Vec<i32>)>>,
+    ) -> Result<Vec<(TopicName, Vec<(i32, Option<OffsetRecord>)>)>, i16> {
+        let slot = self.slot_for(group_id)?;
+        let mut groups = slot.groups.lock().await;
+        let committed: BTreeMap<(String, i32), OffsetRecord> =
+            match slot.entry(&mut groups, group_id, false).await? {
+                Some(e) => e.group.offsets.clone(),
+                None => BTreeMap::new(),
+            };
+        Ok(match topics {
+            Some(ts) => ts
+                .into_iter()
+                .map(|(name, parts)| {
+                    let rows = parts
+                        .into_iter()
+                        .map(|p| (p, committed.get(&(name.as_str().to_owned(), p)).cloned()))
+                        .collect();
+                    (name, rows)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetRecord>)>> =
+                    BTreeMap::new();
+                for ((t, p), r) in committed {
+                    by_topic.entry(t).or_default().push((p, Some(r)));
+                }
+                by_topic
+                    .into_iter()
+                    .map(|(t, rows)| (TopicName(s(&t)), rows))
+                    .collect()
+            }
+        })
+    }
+
+    pub async fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        if version >= 8 {
+            let mut out = Vec::new();
+            for g in req.groups {
+                let asked = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .map(|t| (t.name, t.partition_indexes))
+                        .collect()
+                });
+                let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                out.push(match self.fetch_offsets(g.group_id.as_str(), asked).await {
+                    Err(e) => group.with_error_code(e),
+                    Ok(rows) => group.with_topics(
+                        rows.into_iter()
+                            .map(|(name, parts)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(name)
+                                    .with_partitions(
+                                        parts
+                                            .into_iter()
+                                            .map(|(p, r)| {
+                                                let (o, e, m) = fields(r);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(o)
+                                                    .with_committed_leader_epoch(e)
+                                                    .with_metadata(m)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                });
+            }
+            return OffsetFetchResponse::default().with_groups(out);
+        }
+        let asked = req.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name, t.partition_indexes))
+                .collect()
+        });
+        match self.fetch_offsets(req.group_id.as_str(), asked).await {
+            Err(e) if version >= 2 => OffsetFetchResponse::default().with_error_code(e),
+            // v1 has no top-level error: an empty answer, and the client retries.
+            Err(_) => OffsetFetchResponse::default(),
+            Ok(rows) => OffsetFetchResponse::default().with_topics(
+                rows.into_iter()
+                    .map(|(name, parts)| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(name)
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|(p, r)| {
+                                        let (o, e, m) = fields(r);
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(o)
+                                            .with_committed_leader_epoch(e)
+                                            .with_metadata(m)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    pub async fn list_groups(&self, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+        let states: Vec<String> = req
+            .states_filter
+            .iter()
+            .map(|s| s.as_str().to_lowercase())
+            .collect();
+        let mut out = Vec::new();
+        for slot in self.led() {
+            let groups = slot.groups.lock().await;
+            for entry in groups.values() {
+                let g = &entry.group;
+                let state = g.phase.name();
+                if !states.is_empty() && !states.contains(&state.to_lowercase()) {
+                    continue;
+                }
+                let mut listed = ListedGroup::default()
+                    .with_group_id(GroupId(s(&g.id)))
+                    .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")));
+                if version >= 4 {
+                    listed = listed.with_group_state(s(state));
+                }
+                out.push(listed);
+            }
+        }
+        ListGroupsResponse::default().with_groups(out)
+    }
+
+    pub async fn describe_groups(
+        &self,
+        req: DescribeGroupsRequest,
+        version: i16,
+    ) -> DescribeGroupsResponse {
+        let mut out = Vec::new();
+        for id in req.groups {
+            let described = DescribedGroup::default().with_group_id(id.clone());
+            let slot = match self.slot_for(id.as_str()) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.push(described.with_error_code(e));
+                    continue;
+                }
+            };
+            let mut groups = slot.groups.lock().await;
+            out.push(match slot.entry(&mut groups, id.as_str(), false).await {
+                Err(e) => described.with_error_code(e),
+                Ok(None) => described.with_group_state(s("Dead")),
+                Ok(Some(entry)) => describe(&entry.group, described, version),
+            });
+        }
+        DescribeGroupsResponse::default().with_groups(out)
+    }
+
+    pub async fn delete_groups(&self, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+        let mut out = Vec::new();
+        for id in req.groups_names {
+            let error = self.delete_group(id.as_str()).await.err().unwrap_or(0);
+            out.push(
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(error),
+            );
+        }
+        DeleteGroupsResponse::default().with_results(out)
+    }
+
+    /// Leaves a tombstone in this epoch's file, so no older file of the
+    /// group can bring it back, then forgets it.
+    async fn delete_group(&self, group_id: &str) -> Result<(), i16> {
+        let slot = self.slot_for(group_id)?;
+        let mut groups = slot.groups.lock().await;
+        let Some(entry) = slot.entry(&mut groups, group_id, false).await? else {
+            return Err(code(ResponseError::GroupIdNotFound));
+        };
+        if !entry.group.is_empty() {
+            return Err(code(ResponseError::NonEmptyGroup));
+        }
+        let mut record = entry.group.record();
+        record.deleted = true;
+        record.offsets.clear();
+        slot.persist(entry, &record).await?;
+        groups.remove(group_id);
+        Ok(())
+    }
+
+    pub async fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+        let group_id = req.group_id.as_str().to_owned();
+        let outcome: Result<Vec<OffsetDeleteResponseTopic>, i16> = async {
+            let slot: std::sync::Arc<Slot> = self.slot_for(&group_id)?;
+            let mut groups = slot.groups.lock().await;
+            let Some(entry) = slot.entry(&mut groups, &group_id, false).await? else {
+                return Err(code(ResponseError::GroupIdNotFound));
+            };
+            let mut topics = Vec::new();
+            let mut offsets = entry.group.offsets.clone();
+            for t in &req.topics {
+                let subscribed = entry.group.subscribed(t.name.as_str());
+                let mut parts = Vec::new();
+                for p in &t.partitions {
+                    let error = if subscribed {
+                        code(ResponseError::GroupSubscribedToTopic)
+                    } else {
+                        offsets.remove(&(t.name.as_str().to_owned(), p.partition_index));
+                        0
+                    };
+                    parts.push(
+                        OffsetDeleteResponsePartition::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(error),
+                    );
+                }
+                topics.push(
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(parts),
+                );
+            }
+            let previous = std::mem::replace(&mut entry.group.offsets, offsets);
+            let record = entry.group.record();
+            if let Err(e) = slot.persist(entry, &record).await {
+                entry.group.offsets = previous;
+                return Err(e);
+            }
+            Ok(topics)
+        }
+        .await;
+        match outcome {
+            Ok(topics) => OffsetDeleteResponse::default().with_topics(topics),
+            Err(e) => OffsetDeleteResponse::default().with_error_code(e),
+        }
+    }
+}
+
+fn fields(r: Option<OffsetRecord>) -> (i64, i32, Option<StrBytes>) {
+    match r {
+        Some(r) => (
+            r.offset,
+            r.leader_epoch,
+            Some(s(r.metadata.as_deref().unwrap_or(""))),
+        ),
+        None => (-1, -1, Some(StrBytes::default())),
+    }
+}
+
+fn join_response(r: JoinResult, version: i16) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(r.error)
+        .with_generation_id(r.generation)
+        .with_protocol_type(r.protocol_type.as_deref().map(s))
+        .with_protocol_name(Some(s(r.protocol.as_deref().unwrap_or(""))))
+        .with_leader(s(&r.leader))
+        .with_member_id(s(&r.member_id))
+        .with_members(
+            r.members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(s(&id))
+                        .with_group_instance_id(if version >= 5 {
+                            instance.as_deref().map(s)
+                        } else {
+                            None
+                        })
+                        .with_metadata(metadata)
+                })
+                .collect(),
+        )
+}
+
+fn sync_response(r: super::group::SyncResult) -> SyncGroupResponse {
+    SyncGroupResponse::default()
+        .with_error_code(r.error)
+        .with_protocol_type(r.protocol_type.as_deref().map(s))
+        .with_protocol_name(r.protocol.as_deref().map(s))
+        .with_assignment(r.assignment)
+}
+
+fn describe(g: &super::group::Group, d: DescribedGroup, version: i16) -> DescribedGroup {
+    let stable = g.phase == Phase::Stable;
+    d.with_group_state(s(g.phase.name()))
+        .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
+        .with_protocol_data(s(if stable {
+            g.protocol.as_deref().unwrap_or("")
+        } else {
+            ""
+        }))
+        .with_members(
+            g.members
+                .values()
+                .map(|m| {
+                    let metadata = m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| Some(n) == g.protocol.as_ref())
+                        .map(|(_, b)| b.clone())
+                        .unwrap_or_default();
+                    DescribedGroupMember::default()
+                        .with_member_id(s(&m.id))
+                        .with_group_instance_id(if version >= 4 {
+                            m.instance_id.as_deref().map(s)
+                        } else {
+                            None
+                        })
+                        .with_client_id(s(&m.client_id))
+                        .with_client_host(s(&m.client_host))
+                        .with_member_metadata(if stable { metadata } else { Bytes::new() })
+                        .with_member_assignment(if stable {
+                            m.assignment.clone()
+                        } else {
+                            Bytes::new()
+                        })
+                })
+                .collect(),
+        )
+}

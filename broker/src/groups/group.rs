@@ -1,0 +1,880 @@
+//! One consumer group's membership state machine (Kafka's classic
+//! protocol): Empty → PreparingRebalance → CompletingRebalance → Stable.
+//!
+//! Pure state: no I/O and no clock of its own. The slot that owns the group
+//! persists it (`store`) when a generation completes, when the group
+//! empties and on every offset commit, and drives timeouts with `tick`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::store::{GroupRecord, MemberRecord, OffsetRecord};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Empty,
+    Preparing,
+    Completing,
+    Stable,
+}
+
+impl Phase {
+    /// The state names Kafka reports (DescribeGroups, ListGroups).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Preparing => "PreparingRebalance",
+            Phase::Completing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
+}
+
+/// What a member's JoinGroup gets once the round completes.
+#[derive(Clone, Debug, Default)]
+pub struct JoinResult {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// Only for the leader: every member with its metadata for the protocol.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SyncResult {
+    pub error: i16,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub assignment: Bytes,
+}
+
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    last_seen: Instant,
+    /// Order of joining in the current round; `None` until it rejoined.
+    joined: Option<u64>,
+    join_waiter: Option<oneshot::Sender<JoinResult>>,
+    sync_waiter: Option<oneshot::Sender<SyncResult>>,
+}
+
+/// A JoinGroup as the group sees it.
+pub struct JoinRequest {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// KIP-394: v4+ clients must first ask for a member id.
+    pub require_known_member_id: bool,
+}
+
+pub enum Joined {
+    Now(JoinResult),
+    Wait(oneshot::Receiver<JoinResult>),
+}
+
+pub enum Synced {
+    Now(SyncResult),
+    Wait(oneshot::Receiver<SyncResult>),
+    /// The leader's assignment completed the round: persist, then answer.
+    Complete(oneshot::Receiver<SyncResult>),
+}
+
+pub struct Group {
+    pub id: String,
+    pub phase: Phase,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, Member>,
+    pub offsets: BTreeMap<(String, i32), OffsetRecord>,
+    /// Member ids handed out by MEMBER_ID_REQUIRED, valid until this instant.
+    pending: BTreeMap<String, Instant>,
+    join_counter: u64,
+    round_deadline: Option<Instant>,
+    initial_until: Option<Instant>,
+}
+
+fn err(e: ResponseError) -> i16 {
+    e.code()
+}
+
+impl Group {
+    pub fn new(id: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            phase: Phase::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            offsets: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            join_counter: 0,
+            round_deadline: None,
+            initial_until: None,
+        }
+    }
+
+    /// A group as a new coordinator finds it on the volume: its members are
+    /// given a fresh session from `now`, so they keep their generation.
+    pub fn from_record(r: GroupRecord, now: Instant) -> Self {
+        let mut g = Group::new(&r.group_id);
+        g.generation = r.generation;
+        g.protocol_type = r.protocol_type;
+        g.protocol = r.protocol;
+        g.leader = r.leader;
+        g.offsets = r
+            .offsets
+            .into_iter()
+            .map(|o| ((o.topic.clone(), o.partition), o))
+            .collect();
+        for m in r.members {
+            g.members.insert(
+                m.member_id.clone(),
+                Member {
+                    id: m.member_id,
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout: Duration::from_millis(m.session_timeout_ms),
+                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms),
+                    protocols: m
+                        .protocols
+                        .into_iter()
+                        .map(|(n, b)| (n, Bytes::from(b)))
+                        .collect(),
+                    assignment: Bytes::from(m.assignment),
+                    last_seen: now,
+                    joined: None,
+                    join_waiter: None,
+                    sync_waiter: None,
+                },
+            );
+        }
+        g.phase = if g.members.is_empty() {
+            Phase::Empty
+        } else {
+            Phase::Stable
+        };
+        g
+    }
+
+    /// What goes to the volume: the completed generation and the offsets.
+    pub fn record(&self) -> GroupRecord {
+        let stable = matches!(self.phase, Phase::Stable | Phase::Preparing);
+        GroupRecord {
+            group_id: self.id.clone(),
+            deleted: false,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone().filter(|_| stable),
+            members: if stable {
+                self.members
+                    .values()
+                    .map(|m| MemberRecord {
+                        member_id: m.id.clone(),
+                        instance_id: m.instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        session_timeout_ms: m.session_timeout.as_millis() as u64,
+                        rebalance_timeout_ms: m.rebalance_timeout.as_millis() as u64,
+                        protocols: m
+                            .protocols
+                            .iter()
+                            .map(|(n, b)| (n.clone(), b.to_vec()))
+                            .collect(),
+                        assignment: m.assignment.to_vec(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            offsets: self.offsets.values().cloned().collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phase == Phase::Empty
+    }
+
+    /// Checks `member_id` (and its static instance id) against the group.
+    pub fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+        if let Some(instance) = instance_id {
+            let holder = self
+                .members
+                .values()
+                .find(|m| m.instance_id.as_deref() == Some(instance));
+            if let Some(h) = holder {
+                if h.id != member_id {
+                    return Err(err(ResponseError::FencedInstanceId));
+                }
+            }
+        }
+        if self.members.contains_key(member_id) {
+            Ok(())
+        } else {
+            Err(err(ResponseError::UnknownMemberId))
+        }
+    }
+
+    fn common_protocol_ok(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.members.is_empty() {
+            return !protocol_type.is_empty() && !protocols.is_empty();
+        }
+        if self.protocol_type.as_deref() != Some(protocol_type) {
+            return false;
+        }
+        // Some protocol every member (this one included) supports.
+        protocols.iter().any(|(name, _)| {
+            self.members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        })
+    }
+
+    pub fn join(
+        &mut self,
+        req: JoinRequest,
+        now: Instant,
+        new_member_id: impl FnOnce() -> String,
+        initial_delay: Duration,
+    ) -> Joined {
+        let fail = |error: i16, member_id: String| {
+            Joined::Now(JoinResult {
+                error,
+                member_id,
+                generation: -1,
+                ..JoinResult::default()
+            })
+        };
+        if !self.common_protocol_ok(&req.protocol_type, &req.protocols) {
+            return fail(err(ResponseError::InconsistentGroupProtocol), req.member_id);
+        }
+        let member_id = if req.member_id.is_empty() {
+            let id = new_member_id();
+            if let Some(instance) = &req.instance_id {
+                // A static member restarting: its new id replaces the old
+                // one, and the old one is fenced from now on.
+                let old = self
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(instance.as_str()))
+                    .map(|m| m.id.clone());
+                if let Some(old) = old {
+                    if let Some(mut m) = self.members.remove(&old) {
+                        fence_waiters(&mut m);
+                        m.id = id.clone();
+                        if self.leader.as_deref() == Some(old.as_str()) {
+                            self.leader = Some(id.clone());
+                        }
+                        self.members.insert(id.clone(), m);
+                    }
+                }
+            } else if req.require_known_member_id {
+                self.pending.insert(id.clone(), now + req.session_timeout);
+                return fail(err(ResponseError::MemberIdRequired), id);
+            }
+            id
+        } else {
+            if let Err(e) = self.check_member_or_pending(&req.member_id, req.instance_id.as_deref())
+            {
+                return fail(e, req.member_id);
+            }
+            req.member_id.clone()
+        };
+        self.pending.remove(&member_id);
+        let (tx, rx) = oneshot::channel();
+        self.join_counter += 1;
+        let order = self.join_counter;
+        let member = self
+            .members
+            .entry(member_id.clone())
+            .or_insert_with(|| Member {
+                id: member_id.clone(),
+                instance_id: req.instance_id.clone(),
+                client_id: req.client_id.clone(),
+                client_host: req.client_host.clone(),
+                session_timeout: req.session_timeout,
+                rebalance_timeout: req.rebalance_timeout,
+                protocols: Vec::new(),
+                assignment: Bytes::new(),
+                last_seen: now,
+                joined: None,
+                join_waiter: None,
+                sync_waiter: None,
+            });
+        member.protocols = req.protocols;
+        member.session_timeout = req.session_timeout;
+        member.rebalance_timeout = req.rebalance_timeout;
+        member.last_seen = now;
+        member.joined = Some(order);
+        if let Some(old) = member.join_waiter.replace(tx) {
+            // The client gave up on its earlier join and sent another.
+            let _ = old.send(JoinResult {
+                error: err(ResponseError::RebalanceInProgress),
+                generation: -1,
+                member_id: member_id.clone(),
+                ..JoinResult::default()
+            });
+        }
+        self.protocol_type = Some(req.protocol_type);
+        self.start_rebalance(now, initial_delay);
+        self.maybe_complete_join(now);
+        Joined::Wait(rx)
+    }
+
+    fn check_member_or_pending(&self, member_id: &str, instance: Option<&str>) -> Result<(), i16> {
+        if self.pending.contains_key(member_id) {
+            return Ok(());
+        }
+        self.check_member(member_id, instance)
+    }
+
+    /// Moves to PreparingRebalance (no-op if already there). Members that
+    /// are waiting for their assignment are told to rejoin.
+    fn start_rebalance(&mut self, now: Instant, initial_delay: Duration) {
+        if self.phase == Phase::Preparing {
+            return;
+        }
+        if self.phase == Phase::Empty {
+            self.initial_until = Some(now + initial_delay);
+        }
+        for m in self.members.values_mut() {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(SyncResult {
+                    error: err(ResponseError::RebalanceInProgress),
+                    ..SyncResult::default()
+                });
+            }
+        }
+        let longest = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or(Duration::ZERO);
+        self.round_deadline = Some(now + longest);
+        self.phase = Phase::Preparing;
+    }
+
+    /// Completes the round once every member rejoined (after the initial
+    /// delay of a new group), or at the deadline without the stragglers.
+    /// Returns true when the group became Empty (to be persisted).
+    fn maybe_complete_join(&mut self, now: Instant) -> bool {
+        if self.phase != Phase::Preparing {
+            return false;
+        }
+        let all_joined = self.members.values().all(|m| m.joined.is_some());
+        let delayed = self.initial_until.is_some_and(|t| now < t);
+        let overdue = self.round_deadline.is_some_and(|t| now >= t);
+        if !(overdue || (all_joined && !delayed)) {
+            return false;
+        }
+        self.members.retain(|_, m| m.joined.is_some());
+        self.initial_until = None;
+        self.round_deadline = None;
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            self.protocol = None;
+            self.leader = None;
+            return true;
+        }
+        let by_order = {
+            let mut v: Vec<&Member> = self.members.values().collect();
+            v.sort_by_key(|m| m.joined);
+            v
+        };
+        let leader = match &self.leader {
+            Some(l) if self.members.contains_key(l) => l.clone(),
+            _ => by_order[0].id.clone(),
+        };
+        // The leader's most preferred protocol that every member supports.
+        let protocol = self.members[&leader]
+            .protocols
+            .iter()
+            .map(|(n, _)| n.clone())
+            .find(|name| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+            });
+        self.protocol = protocol.clone();
+        self.leader = Some(leader.clone());
+        self.phase = Phase::Completing;
+        let roster: Vec<(String, Option<String>, Bytes)> = by_order
+            .iter()
+            .map(|m| {
+                let meta = m
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| Some(n) == protocol.as_ref())
+                    .map(|(_, b)| b.clone())
+                    .unwrap_or_default();
+                (m.id.clone(), m.instance_id.clone(), meta)
+            })
+            .collect();
+        let generation = self.generation;
+        let protocol_type = self.protocol_type.clone();
+        for m in self.members.values_mut() {
+            m.joined = None;
+            m.assignment = Bytes::new();
+            m.last_seen = now;
+            if let Some(w) = m.join_waiter.take() {
+                let _ = w.send(JoinResult {
+                    error: 0,
+                    generation,
+                    protocol_type: protocol_type.clone(),
+                    protocol: protocol.clone(),
+                    leader: leader.clone(),
+                    member_id: m.id.clone(),
+                    members: if m.id == leader {
+                        roster.clone()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+        false
+    }
+
+    pub fn sync(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+        now: Instant,
+    ) -> Synced {
+        let now_result = |error: i16| {
+            Synced::Now(SyncResult {
+                error,
+                ..SyncResult::default()
+            })
+        };
+        if let Err(e) = self.check_member(member_id, instance_id) {
+            return now_result(e);
+        }
+        if generation != self.generation {
+            return now_result(err(ResponseError::IllegalGeneration));
+        }
+        let protocol_type = self.protocol_type.clone();
+        let protocol = self.protocol.clone();
+        match self.phase {
+            Phase::Empty => now_result(err(ResponseError::UnknownMemberId)),
+            Phase::Preparing => now_result(err(ResponseError::RebalanceInProgress)),
+            Phase::Stable => {
+                let assignment = match self.members.get_mut(member_id) {
+                    Some(m) => {
+                        m.last_seen = now;
+                        m.assignment.clone()
+                    }
+                    None => Bytes::new(),
+                };
+                Synced::Now(SyncResult {
+                    error: 0,
+                    protocol_type,
+                    protocol,
+                    assignment,
+                })
+            }
+            Phase::Completing => {
+                let (tx, rx) = oneshot::channel();
+                let is_leader = self.leader.as_deref() == Some(member_id);
+                if let Some(m) = self.members.get_mut(member_id) {
+                    m.last_seen = now;
+                    m.sync_waiter = Some(tx);
+                }
+                if !is_leader {
+                    return Synced::Wait(rx);
+                }
+                let mut given: BTreeMap<String, Bytes> = assignments.into_iter().collect();
+                for m in self.members.values_mut() {
+                    m.assignment = given.remove(&m.id).unwrap_or_default();
+                }
+                self.phase = Phase::Stable;
+                Synced::Complete(rx)
+            }
+        }
+    }
+
+    /// Answers every member waiting in SyncGroup: with its assignment once
+    /// the generation is persisted, or with `error` (the round is lost and
+    /// they rejoin).
+    pub fn release_sync(&mut self, error: i16, now: Instant, initial_delay: Duration) {
+        if error != 0 {
+            for m in self.members.values_mut() {
+                if let Some(w) = m.sync_waiter.take() {
+                    let _ = w.send(SyncResult {
+                        error,
+                        ..SyncResult::default()
+                    });
+                }
+            }
+            self.phase = Phase::Stable;
+            self.start_rebalance(now, initial_delay);
+            return;
+        }
+        for m in self.members.values_mut() {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(SyncResult {
+                    error: 0,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol: self.protocol.clone(),
+                    assignment: m.assignment.clone(),
+                });
+            }
+        }
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> i16 {
+        if self.phase == Phase::Empty {
+            return err(ResponseError::UnknownMemberId);
+        }
+        if let Err(e) = self.check_member(member_id, instance_id) {
+            return e;
+        }
+        if generation != self.generation {
+            return err(ResponseError::IllegalGeneration);
+        }
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.last_seen = now;
+        }
+        if self.phase == Phase::Preparing {
+            err(ResponseError::RebalanceInProgress)
+        } else {
+            0
+        }
+    }
+
+    /// Removes members that leave; returns per-member errors, and whether
+    /// the group became Empty (to be persisted).
+    pub fn leave(
+        &mut self,
+        who: &[(String, Option<String>)],
+        now: Instant,
+        initial_delay: Duration,
+    ) -> (Vec<i16>, bool) {
+        let mut errors = Vec::with_capacity(who.len());
+        let mut removed = false;
+        for (member_id, instance) in who {
+            let id = if member_id.is_empty() {
+                // v3+ static members may leave by instance id alone.
+                instance.as_ref().and_then(|i| {
+                    self.members
+                        .values()
+                        .find(|m| m.instance_id.as_ref() == Some(i))
+                        .map(|m| m.id.clone())
+                })
+            } else {
+                Some(member_id.clone())
+            };
+            let Some(id) = id else {
+                errors.push(err(ResponseError::UnknownMemberId));
+                continue;
+            };
+            if let Err(e) = self.check_member(&id, instance.as_deref()) {
+                errors.push(e);
+                continue;
+            }
+            if let Some(mut m) = self.members.remove(&id) {
+                fence_waiters(&mut m);
+                removed = true;
+            }
+            errors.push(0);
+        }
+        let emptied = removed && self.after_removal(now, initial_delay);
+        (errors, emptied)
+    }
+
+    fn after_removal(&mut self, now: Instant, initial_delay: Duration) -> bool {
+        match self.phase {
+            Phase::Stable | Phase::Completing => {
+                if self.members.is_empty() {
+                    self.generation += 1;
+                    self.phase = Phase::Empty;
+                    self.protocol = None;
+                    self.leader = None;
+                    return true;
+                }
+                self.start_rebalance(now, initial_delay);
+                false
+            }
+            Phase::Preparing => self.maybe_complete_join(now),
+            Phase::Empty => false,
+        }
+    }
+
+    /// Expires silent members and pending member ids, and completes a round
+    /// whose time is up. Returns true when the group became Empty.
+    pub fn tick(&mut self, now: Instant, initial_delay: Duration) -> bool {
+        self.pending.retain(|_, until| now < *until);
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.join_waiter.is_none() && now >= m.last_seen + m.session_timeout)
+            .map(|m| m.id.clone())
+            .collect();
+        let mut emptied = false;
+        if !expired.is_empty() {
+            for id in &expired {
+                if let Some(mut m) = self.members.remove(id) {
+                    tracing::info!(group = %self.id, member = %id, "session expired");
+                    fence_waiters(&mut m);
+                }
+            }
+            emptied = self.after_removal(now, initial_delay);
+        }
+        emptied || self.maybe_complete_join(now)
+    }
+
+    /// May the caller commit offsets with this generation and member?
+    pub fn check_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), i16> {
+        if generation < 0 && self.phase == Phase::Empty {
+            return Ok(()); // manual assignment: no membership to check
+        }
+        if self.phase == Phase::Completing {
+            return Err(err(ResponseError::RebalanceInProgress));
+        }
+        self.check_member(member_id, instance_id)?;
+        if generation != self.generation {
+            return Err(err(ResponseError::IllegalGeneration));
+        }
+        Ok(())
+    }
+
+    /// Topics the members subscribed to (consumer protocol only).
+    pub fn subscribed(&self, topic: &str) -> bool {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return false;
+        }
+        self.members.values().any(|m| {
+            m.protocols
+                .iter()
+                .filter(|(n, _)| Some(n) == self.protocol.as_ref())
+                .any(|(_, meta)| {
+                    let mut buf = meta.clone();
+                    if buf.len() < 2 {
+                        return false;
+                    }
+                    let version = i16::from_be_bytes([buf[0], buf[1]]);
+                    let _ = bytes::Buf::get_i16(&mut buf);
+                    ConsumerProtocolSubscription::decode(&mut buf, version.clamp(0, 3))
+                        .is_ok_and(|s| s.topics.iter().any(|t| t.as_str() == topic))
+                })
+        })
+    }
+}
+
+/// A member that is gone (left, expired or replaced) stops waiting.
+fn fence_waiters(m: &mut Member) {
+    if let Some(w) = m.join_waiter.take() {
+        let _ = w.send(JoinResult {
+            error: err(ResponseError::UnknownMemberId),
+            generation: -1,
+            member_id: m.id.clone(),
+            ..JoinResult::default()
+        });
+    }
+    if let Some(w) = m.sync_waiter.take() {
+        let _ = w.send(SyncResult {
+            error: err(ResponseError::UnknownMemberId),
+            ..SyncResult::default()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(member_id: &str) -> JoinRequest {
+        JoinRequest {
+            member_id: member_id.to_owned(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(30),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"m"))],
+            require_known_member_id: true,
+        }
+    }
+
+    fn join_now(g: &mut Group, member: &str, now: Instant) -> Joined {
+        let id = member.to_owned();
+        g.join(req(member), now, move || id, Duration::ZERO)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_members_complete_a_generation_and_a_leave_rebalances() {
+        let now = Instant::now();
+        let mut g = Group::new("g");
+        let Joined::Now(r) = g.join(req(""), now, || "a".into(), Duration::ZERO) else {
+            panic!("member id required first")
+        };
+        assert_eq!(r.error, ResponseError::MemberIdRequired.code());
+        let Joined::Wait(a) = join_now(&mut g, "a", now) else {
+            panic!()
+        };
+        // Alone and past the (zero) initial delay: completes at once.
+        let a = a.await.unwrap();
+        assert_eq!((a.error, a.generation, a.leader.as_str()), (0, 1, "a"));
+        assert_eq!(a.members.len(), 1);
+        let Synced::Complete(s) = g.sync(
+            "a",
+            None,
+            1,
+            vec![("a".into(), Bytes::from_static(b"p0"))],
+            now,
+        ) else {
+            panic!()
+        };
+        g.release_sync(0, now, Duration::ZERO);
+        assert_eq!(s.await.unwrap().assignment, Bytes::from_static(b"p0"));
+        assert_eq!(g.phase, Phase::Stable);
+
+        // A second member: the first learns of the rebalance by heartbeat.
+        g.pending.insert("b".into(), now + Duration::from_secs(10));
+        let Joined::Wait(b) = join_now(&mut g, "b", now) else {
+            panic!()
+        };
+        assert_eq!(
+            g.heartbeat("a", None, 1, now),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let Joined::Wait(a) = join_now(&mut g, "a", now) else {
+            panic!()
+        };
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        assert_eq!((a.generation, b.generation), (2, 2));
+        assert_eq!(a.members.len(), 2, "the leader gets the roster");
+        assert!(b.members.is_empty());
+        assert_eq!(
+            g.check_commit("a", None, 1),
+            Err(ResponseError::RebalanceInProgress.code())
+        );
+        let Synced::Wait(sb) = g.sync("b", None, 2, vec![], now) else {
+            panic!()
+        };
+        let Synced::Complete(sa) = g.sync(
+            "a",
+            None,
+            2,
+            vec![("b".into(), Bytes::from_static(b"p1"))],
+            now,
+        ) else {
+            panic!()
+        };
+        g.release_sync(0, now, Duration::ZERO);
+        assert_eq!(sb.await.unwrap().assignment, Bytes::from_static(b"p1"));
+        assert!(
+            sa.await.unwrap().assignment.is_empty(),
+            "empty assignments are valid"
+        );
+        assert_eq!(
+            g.check_commit("a", None, 1),
+            Err(ResponseError::IllegalGeneration.code())
+        );
+        assert_eq!(g.check_commit("a", None, 2), Ok(()));
+        assert_eq!(
+            g.check_commit("zz", None, 2),
+            Err(ResponseError::UnknownMemberId.code())
+        );
+
+        let (errors, emptied) = g.leave(&[("b".into(), None)], now, Duration::ZERO);
+        assert_eq!((errors, emptied), (vec![0], false));
+        assert_eq!(g.phase, Phase::Preparing);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn silent_members_expire_and_the_round_completes_without_them() {
+        let now = Instant::now();
+        let delay = Duration::from_secs(1);
+        let mut g = Group::new("g");
+        for m in ["a", "b"] {
+            g.pending.insert(m.into(), now + Duration::from_secs(10));
+            let Joined::Wait(_) = g.join(req(m), now, || m.to_owned(), delay) else {
+                panic!()
+            };
+        }
+        assert_eq!(
+            g.phase,
+            Phase::Preparing,
+            "a new group waits the initial delay"
+        );
+        assert!(!g.tick(now + delay, delay));
+        assert_eq!(
+            (g.phase, g.generation, g.members.len()),
+            (Phase::Completing, 1, 2)
+        );
+        // Neither syncs nor heartbeats: both expire, the group empties.
+        assert!(!g.tick(now + Duration::from_secs(5), delay));
+        assert!(g.tick(now + Duration::from_secs(12), delay));
+        assert_eq!((g.phase, g.generation), (Phase::Empty, 2));
+        assert_eq!(
+            g.check_commit("", None, -1),
+            Ok(()),
+            "manual commits once empty"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restarted_static_member_fences_its_old_id() {
+        let now = Instant::now();
+        let mut g = Group::new("g");
+        let mut r = req("");
+        r.instance_id = Some("host-1".into());
+        let Joined::Wait(first) = g.join(r, now, || "old".into(), Duration::ZERO) else {
+            panic!()
+        };
+        assert_eq!(first.await.unwrap().member_id, "old");
+        let mut r = req("");
+        r.instance_id = Some("host-1".into());
+        let Joined::Wait(second) = g.join(r, now, || "new".into(), Duration::ZERO) else {
+            panic!()
+        };
+        assert_eq!(second.await.unwrap().member_id, "new");
+        assert_eq!(
+            g.heartbeat("old", Some("host-1"), g.generation, now),
+            ResponseError::FencedInstanceId.code()
+        );
+    }
+}

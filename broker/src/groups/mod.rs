@@ -1,0 +1,316 @@
+//! Group coordination: consumer groups and their committed offsets, kept
+//! as files on the shared volume.
+//!
+//! Groups are spread over a fixed number of coordinator slots (a hash of
+//! the group id). The controller assigns each slot to a broker with a
+//! coordinator epoch, exactly like a partition: the broker claims
+//! `groups/<slot>/epoch-<e>` before reading the slot's files, writes a
+//! group only into its own epoch's file (`store`), and acknowledges a write
+//! only after a fresh check that no newer epoch was claimed.
+
+pub mod api;
+pub mod group;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tokio::time::Instant;
+use vfs::Vfs;
+use vfs::durable::ClaimToken;
+
+use crate::cluster::assignment::{Assignment, COORDINATOR_SLOTS};
+use crate::log::fence::{self, EpochClaims, LeadershipFence};
+use group::Group;
+
+/// The coordinator slot of a group or transactional id.
+pub fn slot_of(key: &str) -> u32 {
+    crc32c::crc32c(key.as_bytes()) % COORDINATOR_SLOTS
+}
+
+/// Settings of the group coordinator.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// Kafka's group.initial.rebalance.delay.ms: a new group waits this
+    /// long for more members before its first generation.
+    pub initial_rebalance_delay: Duration,
+    pub min_session_timeout: Duration,
+    pub max_session_timeout: Duration,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            initial_rebalance_delay: Duration::from_millis(3000),
+            min_session_timeout: Duration::from_millis(6000),
+            max_session_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// A group as its slot holds it: the state machine and the epoch of its
+/// newest file on the volume.
+pub struct Entry {
+    pub group: Group,
+    stored: Option<u32>,
+}
+
+/// One coordinator slot this broker leads, for one coordinator epoch.
+pub struct Slot {
+    pub slot: u32,
+    pub epoch: u32,
+    vfs: Arc<dyn Vfs>,
+    fence: EpochClaims,
+    pub groups: tokio::sync::Mutex<BTreeMap<String, Entry>>,
+    fenced: AtomicBool,
+}
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+impl Slot {
+    fn dir(slot: u32) -> PathBuf {
+        store::slot_dir(slot)
+    }
+
+    /// Takes the slot over in `epoch`: the claim first (from now on the
+    /// previous coordinator cannot acknowledge anything), the epochs in
+    /// between fenced, then the groups the listing shows are loaded. Groups
+    /// a stale listing hides are loaded by name when first asked for.
+    async fn take_over(
+        vfs: Arc<dyn Vfs>,
+        slot: u32,
+        epoch: u32,
+        token: &ClaimToken,
+    ) -> io::Result<Self> {
+        let dir = Self::dir(slot);
+        match vfs.mkdir(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        fence::claim_epoch(vfs.as_ref(), &dir, epoch, token).await?;
+        for e in (1..epoch).rev() {
+            if vfs::exists_now(vfs.as_ref(), &fence::epoch_path(&dir, e)).await? {
+                break;
+            }
+            fence::fence_epoch(vfs.as_ref(), &dir, e, token).await?;
+        }
+        let now = Instant::now();
+        let mut newest: BTreeMap<String, u32> = BTreeMap::new();
+        for entry in vfs.read_dir(&dir).await? {
+            if let Some((hash, e)) = store::parse_name(&entry.name) {
+                let slot_newest = newest.entry(hash.to_owned()).or_insert(e);
+                *slot_newest = (*slot_newest).max(e);
+            }
+        }
+        let mut groups = BTreeMap::new();
+        for (hash, e) in newest {
+            let p = dir.join(format!("{hash}-{e:010}"));
+            match store::read_at(vfs.as_ref(), &p).await {
+                Ok(Some(r)) if !r.deleted => {
+                    groups.insert(
+                        r.group_id.clone(),
+                        Entry {
+                            group: Group::from_record(r, now),
+                            stored: Some(e),
+                        },
+                    );
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(path = %p.display(), error = %err, "group not loaded; it is read again when asked for")
+                }
+            }
+        }
+        tracing::info!(slot, epoch, groups = groups.len(), "coordinating");
+        Ok(Self {
+            slot,
+            epoch,
+            fence: EpochClaims::new(vfs.clone(), dir),
+            vfs,
+            groups: tokio::sync::Mutex::new(groups),
+            fenced: AtomicBool::new(false),
+        })
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Relaxed)
+    }
+
+    /// The group's entry, loaded from the volume if this slot has not seen
+    /// it yet; with `create`, a new empty group when there is none.
+    pub async fn entry<'a>(
+        &self,
+        groups: &'a mut BTreeMap<String, Entry>,
+        group_id: &str,
+        create: bool,
+    ) -> Result<Option<&'a mut Entry>, i16> {
+        if !groups.contains_key(group_id) {
+            let found = store::load(self.vfs.as_ref(), self.slot, group_id, self.epoch)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(group = group_id, error = %e, "loading a group");
+                    code(ResponseError::CoordinatorNotAvailable)
+                })?;
+            let entry = match found {
+                Some((r, e)) if !r.deleted => Entry {
+                    group: Group::from_record(r, Instant::now()),
+                    stored: Some(e),
+                },
+                Some((_, e)) if create => Entry {
+                    group: Group::new(group_id),
+                    stored: Some(e),
+                },
+                None if create => Entry {
+                    group: Group::new(group_id),
+                    stored: None,
+                },
+                _ => return Ok(None),
+            };
+            groups.insert(group_id.to_owned(), entry);
+        }
+        Ok(groups.get_mut(group_id))
+    }
+
+    /// Persists `record` as this epoch's file of the group and confirms the
+    /// epoch afterwards. Only then may the caller acknowledge.
+    pub async fn persist(&self, entry: &mut Entry, record: &store::GroupRecord) -> Result<(), i16> {
+        if self.is_fenced() {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        let outcome = async {
+            store::save(
+                self.vfs.as_ref(),
+                self.slot,
+                self.epoch,
+                record,
+                entry.stored,
+            )
+            .await?;
+            self.fence.still_leader(self.epoch).await
+        }
+        .await;
+        match outcome {
+            Ok(true) => {
+                entry.stored = Some(self.epoch);
+                Ok(())
+            }
+            Ok(false) => {
+                tracing::info!(slot = self.slot, epoch = self.epoch, "coordinator fenced");
+                self.fenced.store(true, Ordering::Relaxed);
+                Err(code(ResponseError::NotCoordinator))
+            }
+            Err(e) => {
+                tracing::warn!(slot = self.slot, group = %record.group_id, error = %e, "group not persisted");
+                Err(code(ResponseError::CoordinatorNotAvailable))
+            }
+        }
+    }
+
+    /// Session expiry and round deadlines; groups that emptied are persisted.
+    async fn tick(&self, config: &GroupConfig) {
+        let now = Instant::now();
+        let mut groups = self.groups.lock().await;
+        let ids: Vec<String> = groups.keys().cloned().collect();
+        for id in ids {
+            let Some(entry) = groups.get_mut(&id) else {
+                continue;
+            };
+            if entry.group.tick(now, config.initial_rebalance_delay) {
+                let record = entry.group.record();
+                let _ = self.persist(entry, &record).await;
+            }
+        }
+    }
+}
+
+/// The coordinator slots this broker leads, kept in step with the assignment.
+pub struct Coordinators {
+    vfs: Arc<dyn Vfs>,
+    broker: u32,
+    token: ClaimToken,
+    pub config: GroupConfig,
+    slots: Mutex<BTreeMap<u32, Arc<Slot>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Coordinators {
+    pub fn new(vfs: Arc<dyn Vfs>, broker: u32, config: GroupConfig) -> Self {
+        Self {
+            vfs,
+            broker,
+            token: ClaimToken::fresh(&format!("coordinator-{broker}")),
+            config,
+            slots: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The slot of `group_id` if this broker coordinates it, else the
+    /// error to answer.
+    pub fn slot_for(&self, group_id: &str) -> Result<Arc<Slot>, i16> {
+        match lock(&self.slots).get(&slot_of(group_id)) {
+            Some(s) if !s.is_fenced() => Ok(s.clone()),
+            _ => Err(code(ResponseError::NotCoordinator)),
+        }
+    }
+
+    pub fn led(&self) -> Vec<Arc<Slot>> {
+        lock(&self.slots).values().cloned().collect()
+    }
+
+    /// Takes over the slots the assignment gives this broker and lets go of
+    /// the others (and of fenced ones). A failed takeover is retried at the
+    /// next call.
+    pub async fn sync(&self, a: &Assignment) {
+        let mine: BTreeMap<u32, u32> = a
+            .coordinators
+            .iter()
+            .filter(|(_, l)| l.leader == self.broker)
+            .map(|(s, l)| (*s, l.leader_epoch))
+            .collect();
+        let held: Vec<Arc<Slot>> = self.led();
+        for s in held {
+            if mine.get(&s.slot) != Some(&s.epoch) || s.is_fenced() {
+                lock(&self.slots).remove(&s.slot);
+                // Waiting joins and syncs are answered by their senders
+                // being dropped: the clients look for the new coordinator.
+                s.groups.lock().await.clear();
+                tracing::info!(slot = s.slot, epoch = s.epoch, "no longer coordinating");
+            }
+        }
+        for (slot, epoch) in mine {
+            if lock(&self.slots).contains_key(&slot) {
+                continue;
+            }
+            match Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await {
+                Ok(s) => {
+                    lock(&self.slots).insert(slot, Arc::new(s));
+                }
+                Err(e) => {
+                    tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; retrying")
+                }
+            }
+        }
+    }
+
+    /// Drives session timeouts and rebalance deadlines until the process
+    /// ends; spawned once per broker.
+    pub async fn run_timers(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            for s in self.led() {
+                s.tick(&self.config).await;
+            }
+        }
+    }
+}
