@@ -452,6 +452,7 @@ impl Api {
     ) -> PartitionProduceResponse {
         match log.append(records).await {
             Ok(a) => {
+                tracing::trace!(dir = %log.dir().display(), epoch = log.epoch(), base = a.base_offset, "acknowledged");
                 self.leaders.appended.notify_waiters();
                 let start = if version >= 5 {
                     log.log_start_offset()

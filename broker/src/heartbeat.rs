@@ -27,6 +27,12 @@ pub struct Heartbeat {
     /// partitions, instead of waiting for its heartbeat to go stale.
     #[serde(default)]
     pub leaving: bool,
+    /// Leaderships this broker was given but can never hold in their
+    /// epoch (the claim is lost, undecided, or a takeover or flush failed
+    /// half-way): `(topic id or coordinator key, partition or slot, epoch)`.
+    /// The controller answers with the next epoch.
+    #[serde(default)]
+    pub stuck: Vec<(String, u32, u32)>,
 }
 
 impl Heartbeat {
@@ -70,6 +76,7 @@ mod tests {
             sequence: 4,
             advertised: "h:1".into(),
             leaving: false,
+            stuck: Vec::new(),
         };
         assert_eq!(Heartbeat::decode(&hb.encode()).unwrap(), hb);
         assert_eq!(Heartbeat::decode(b""), Err(EnvelopeError::Empty));

@@ -21,6 +21,9 @@ pub struct Leaders {
     configs: Mutex<BTreeMap<String, Overrides>>,
     /// Woken after every append, for fetches waiting for data.
     pub appended: tokio::sync::Notify,
+    /// `(topic id, partition, epoch)` this broker can never lead in that
+    /// epoch; reported in the heartbeat so the controller bumps the epoch.
+    stuck: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -37,7 +40,18 @@ impl Leaders {
             logs: Mutex::new(BTreeMap::new()),
             configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
+            stuck: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    pub fn stuck(&self) -> Vec<(String, u32, u32)> {
+        lock(&self.stuck).iter().cloned().collect()
+    }
+
+    /// Gives up leading `(topic, partition)` in `epoch`: a retry in the same
+    /// epoch could not succeed (its claim and files are half made or taken).
+    fn give_up(&self, topic_id: &str, partition: u32, epoch: u32) {
+        lock(&self.stuck).insert((topic_id.to_owned(), partition, epoch));
     }
 
     pub fn get(&self, topic_id: &str, partition: u32) -> Option<Arc<PartitionLog>> {
@@ -100,6 +114,7 @@ impl Leaders {
                 }
                 Err(crate::log::LogError::Failed(why)) => {
                     tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
+                    self.give_up(&t, p, log.epoch());
                     drop(log);
                     self.step_down(&t, p).await;
                 }
@@ -130,22 +145,28 @@ impl Leaders {
             .filter(|(_, _, l)| l.leader == self.broker)
             .map(|(t, p, l)| ((t.clone(), *p), l.leader_epoch))
             .collect();
-        let held: Vec<((String, u32), u32)> = lock(&self.logs)
+        let held: Vec<((String, u32), u32, bool)> = lock(&self.logs)
             .iter()
-            .map(|(k, log)| (k.clone(), log.epoch()))
+            .map(|(k, log)| (k.clone(), log.epoch(), log.has_stopped()))
             .collect();
-        for ((t, p), epoch) in held {
-            if mine.get(&(t.clone(), p)) != Some(&epoch) {
+        for ((t, p), epoch, stopped) in held {
+            if stopped {
+                tracing::info!(topic_id = %t, partition = p, epoch, "log stopped; asking for a new epoch");
+                self.give_up(&t, p, epoch);
+            }
+            if stopped || mine.get(&(t.clone(), p)) != Some(&epoch) {
                 self.step_down(&t, p).await;
             }
         }
+        // Reports stand until the assignment moved past them.
+        lock(&self.stuck).retain(|(t, p, e)| mine.get(&(t.clone(), *p)) == Some(e));
         self.open_assigned(mine).await;
         self.refresh_configs().await;
     }
 
     async fn open_assigned(&self, mine: BTreeMap<(String, u32), u32>) {
         for ((t, p), epoch) in mine {
-            if self.get(&t, p).is_some() {
+            if self.get(&t, p).is_some() || lock(&self.stuck).contains(&(t.clone(), p, epoch)) {
                 continue;
             }
             let dir = topic::partition_dir(&t, p);
@@ -167,7 +188,8 @@ impl Leaders {
                     lock(&self.logs).insert((t, p), Arc::new(log));
                 }
                 Err(e) => {
-                    tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; retrying")
+                    tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
+                    self.give_up(&t, p, epoch);
                 }
             }
         }

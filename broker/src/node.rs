@@ -81,6 +81,7 @@ pub async fn run(
         sequence: 0,
         advertised: config.advertised(),
         leaving: false,
+        stuck: Vec::new(),
     };
     tracing::info!(
         broker_id = hb.broker_id,
@@ -97,6 +98,8 @@ pub async fn run(
         if temps_left {
             temps_left = heartbeat::sweep(vfs.as_ref(), hb.broker_id).await.is_err();
         }
+        hb.stuck = leaders.stuck();
+        hb.stuck.extend(coordinators.stuck());
         match heartbeat::write(vfs.as_ref(), &hb).await {
             Ok(()) => hb.sequence += 1,
             Err(e) => {

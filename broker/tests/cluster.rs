@@ -34,6 +34,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
                 sequence: 0,
                 advertised: format!("broker-{id}:9092"),
                 leaving: false,
+                stuck: Vec::new(),
             },
             vfs,
             alive: true,

@@ -12,4 +12,4 @@ if ! "$venv/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest' 2>/
     "$venv/bin/pip" install -q \
         confluent-kafka==2.16.1 kafka-python==3.0.12 aiokafka==0.14.0 pytest==9.2.0
 fi
-exec "$venv/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning ci/clients/test_python_clients.py
+exec "$venv/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning ci/clients/test_python_clients.py ci/clients/test_groups.py

@@ -15,8 +15,10 @@ use tokio::time::Instant;
 use vfs::Vfs;
 use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
+use crate::checker;
 use crate::nfs_hook::NfsCrashHook;
 use crate::trace::Trace;
+use crate::workload::{self, Event, History, Session};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -45,6 +47,9 @@ pub struct Report {
     pub digest: String,
     pub events: usize,
     pub faults: usize,
+    /// Client operations in the history, and how many writes were acknowledged.
+    pub operations: usize,
+    pub acked_writes: usize,
     /// What the model NFS injected.
     pub nfs: FaultStats,
     /// `.nfs` files left on the volume at the end.
@@ -82,6 +87,8 @@ pub fn run(opts: &Options) -> Report {
             digest: "-".to_owned(),
             events: 0,
             faults: 0,
+            operations: 0,
+            acked_writes: 0,
             nfs: FaultStats::default(),
             nfs_leftovers: 0,
             violations: vec![format!("panic: {why}")],
@@ -134,21 +141,91 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         stamp,
     ));
 
-    // One seeded crash and restart, so recovery paths run in every seed.
-    let mut rng = madsim::rand::thread_rng();
-    let total = opts.duration.as_millis() as u64;
-    let crash_at = Duration::from_millis(rng.gen_range(total / 5..total / 2));
-    let down_for = Duration::from_millis(rng.gen_range(1_000..8_000));
-    let victim = rng.gen_range(0..opts.brokers) as usize;
-    tokio::time::sleep(crash_at).await;
-    trace.record(format!("{} fault crash broker-{victim}", stamp()));
-    handle.kill(brokers[victim].id());
-    tokio::time::sleep(down_for).await;
-    trace.record(format!("{} fault restart broker-{victim}", stamp()));
-    handle.restart(brokers[victim].id());
+    // The clients, each on a node of its own so links can be cut one by one.
+    let faults_end = opts.duration;
+    let history = History::default();
+    let mut clients = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, role) in ["producer-0", "producer-1", "consumer-0", "admin-0"]
+        .into_iter()
+        .enumerate()
+    {
+        let node = handle
+            .create_node()
+            .name(role)
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1 + i as u8)))
+            .build();
+        let session = Session::new(role, opts.brokers, start, history.clone());
+        let task = node.spawn(async move {
+            let mut session = session;
+            while !session
+                .create_topic(workload::TOPIC, workload::PARTITIONS)
+                .await
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            match role {
+                "consumer-0" => workload::consumer(session, faults_end).await,
+                "admin-0" => workload::admin(session, faults_end).await,
+                _ => workload::producer(session, faults_end).await,
+            }
+        });
+        clients.push(node);
+        tasks.push(task);
+    }
 
-    tokio::time::sleep(opts.duration.saturating_sub(start.elapsed())).await;
-    let violations = violations.take();
+    let faults = schedule(
+        &mut madsim::rand::thread_rng(),
+        opts.brokers,
+        clients.len(),
+        faults_end,
+    );
+    for f in &faults {
+        tokio::time::sleep(f.at.saturating_sub(start.elapsed())).await;
+        trace.record(format!("{} fault {}", stamp(), f.describe()));
+        apply(&handle, &brokers, &clients, f, true);
+        tokio::time::sleep(f.lasts).await;
+        trace.record(format!("{} heal {}", stamp(), f.describe()));
+        apply(&handle, &brokers, &clients, f, false);
+    }
+
+    // Liveness: with every fault healed and the clients done (their last
+    // retries included), the cluster must converge.
+    tokio::time::sleep(faults_end.saturating_sub(start.elapsed())).await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    trace.record(format!("{} workload done", stamp()));
+    let reader = handle
+        .create_node()
+        .name("final-reader")
+        .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1)))
+        .build();
+    let session = Session::new("final-reader", opts.brokers, start, history.clone());
+    let deadline = start.elapsed() + LIVENESS;
+    let logs = reader
+        .spawn(workload::converge(session, deadline))
+        .await
+        .unwrap_or_default();
+
+    let events = history.events();
+    let mut violations = violations.take();
+    violations.extend(checker::check(&events, &logs));
+    violations.extend(leftovers(&nfs).await);
+    let (acked, polls) = events.iter().fold((0, 0), |(a, p), (_, e)| match e {
+        Event::Produce {
+            outcome: workload::Outcome::Acked { .. },
+            ..
+        } => (a + 1, p),
+        Event::Poll { .. } => (a, p + 1),
+        _ => (a, p),
+    });
+    trace.record(format!(
+        "{} workload operations={} acked-writes={acked} polls={polls} final-records={}",
+        stamp(),
+        events.len(),
+        logs.values().map(Vec::len).sum::<usize>()
+    ));
     for v in &violations {
         trace.record(format!("violation {v}"));
     }
@@ -158,11 +235,111 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         seed: opts.seed,
         digest: trace.digest(),
         events: trace.len(),
-        faults: 2,
+        faults: faults.len(),
+        operations: events.len(),
+        acked_writes: acked,
         nfs: stats,
         nfs_leftovers: nfs.nfs_leftovers().len(),
         violations,
         trace: trace.lines(),
+    }
+}
+
+/// Simulated time the cluster gets to converge once faults healed.
+const LIVENESS: Duration = Duration::from_secs(60);
+
+/// One scheduled fault: what, from when, for how long.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub at: Duration,
+    pub lasts: Duration,
+    pub kind: FaultKind,
+}
+
+#[derive(Clone, Debug)]
+pub enum FaultKind {
+    /// Kill the broker's node (its NFS client crashes with it), restart it after.
+    Crash(usize),
+    /// Freeze the broker's node: it wakes up as a zombie.
+    Pause(usize),
+    /// Cut the broker off the network; its volume stays reachable.
+    Isolate(usize),
+    /// Cut one client off one broker.
+    CutLink { client: usize, broker: usize },
+}
+
+impl Fault {
+    pub fn describe(&self) -> String {
+        match self.kind {
+            FaultKind::Crash(b) => format!("crash broker-{b}"),
+            FaultKind::Pause(b) => format!("pause broker-{b}"),
+            FaultKind::Isolate(b) => format!("isolate broker-{b}"),
+            FaultKind::CutLink { client, broker } => format!("cut client-{client} broker-{broker}"),
+        }
+    }
+}
+
+/// The seeded fault timeline: one after another, each healed before the
+/// next, all over before `end`. Every run has a crash so recovery runs.
+pub fn schedule(rng: &mut impl Rng, brokers: u32, clients: usize, end: Duration) -> Vec<Fault> {
+    let mut out = Vec::new();
+    let mut t = Duration::from_millis(rng.gen_range(3_000..8_000));
+    let mut first = true;
+    while t + Duration::from_secs(10) < end {
+        let broker = rng.gen_range(0..brokers) as usize;
+        let kind = match (first, rng.gen_range(0..4)) {
+            (true, _) | (_, 0) => FaultKind::Crash(broker),
+            (_, 1) => FaultKind::Pause(broker),
+            (_, 2) => FaultKind::Isolate(broker),
+            _ => FaultKind::CutLink {
+                client: rng.gen_range(0..clients),
+                broker,
+            },
+        };
+        first = false;
+        let lasts = Duration::from_millis(rng.gen_range(1_000..8_000));
+        out.push(Fault { at: t, lasts, kind });
+        t += lasts + Duration::from_millis(rng.gen_range(2_000..10_000));
+    }
+    out
+}
+
+fn apply(handle: &Handle, brokers: &[NodeHandle], clients: &[NodeHandle], f: &Fault, on: bool) {
+    let net = madsim::net::NetSim::current();
+    match f.kind {
+        FaultKind::Crash(b) if on => handle.kill(brokers[b].id()),
+        FaultKind::Crash(b) => handle.restart(brokers[b].id()),
+        FaultKind::Pause(b) if on => handle.pause(brokers[b].id()),
+        FaultKind::Pause(b) => handle.resume(brokers[b].id()),
+        FaultKind::Isolate(b) if on => net.clog_node(brokers[b].id()),
+        FaultKind::Isolate(b) => net.unclog_node(brokers[b].id()),
+        FaultKind::CutLink { client, broker } => {
+            let (c, b) = (clients[client].id(), brokers[broker].id());
+            if on {
+                net.clog_link(c, b);
+                net.clog_link(b, c);
+            } else {
+                net.unclog_link(c, b);
+                net.unclog_link(b, c);
+            }
+        }
+    }
+}
+
+/// Deletions must have converged once the cluster did: no tombstone of a
+/// deleted topic is left (read by a fresh host, so no cache can hide one).
+async fn leftovers(nfs: &ModelNfs) -> Vec<String> {
+    let vfs = nfs.host(OBSERVER_HOST + 1);
+    match vfs
+        .read_dir(std::path::Path::new(broker::log::topic::TOPICS_DIR))
+        .await
+    {
+        Ok(entries) => entries
+            .into_iter()
+            .filter(|e| e.name.starts_with(".tombstone-"))
+            .map(|e| format!("deletion-leftover topics/{} was never reaped", e.name))
+            .collect(),
+        Err(e) => vec![format!("deletion-leftover cannot list topics: {e}")],
     }
 }
 

@@ -8,7 +8,11 @@
 
 pub mod args;
 #[cfg(madsim)]
+pub mod checker;
+#[cfg(madsim)]
 pub mod cli;
+#[cfg(madsim)]
+pub mod client;
 #[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]
@@ -16,3 +20,5 @@ pub mod nfs_hook;
 #[cfg(not(madsim))]
 pub mod relaunch;
 pub mod trace;
+#[cfg(madsim)]
+pub mod workload;

@@ -75,6 +75,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         sequence,
         advertised: "x:1".into(),
         leaving: false,
+        stuck: Vec::new(),
     };
     broker::heartbeat::write(volume, &hb).await.unwrap();
 }

@@ -35,6 +35,7 @@ struct Seen {
     sequence: u64,
     advertised: String,
     leaving: bool,
+    stuck: Vec<(String, u32, u32)>,
     changed: Instant,
 }
 
@@ -215,6 +216,16 @@ impl ControllerAgent {
         // Partitions and coordinator slots are spread evenly each on their own.
         let mut placed = placement::place(&prev_map, &live, &restarted, &partitions);
         placed.extend(placement::place(&prev_map, &live, &restarted, &slots));
+        // A leader that reports it can never hold its epoch gets the next.
+        for b in &live {
+            for (key, index, epoch) in self.seen.get(b).map_or(&[][..], |s| &s.stuck[..]) {
+                if let Some(l) = placed.get_mut(&(key.clone(), *index)) {
+                    if l.leader == *b && l.leader_epoch == *epoch {
+                        l.leader_epoch += 1;
+                    }
+                }
+            }
+        }
         let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
             Some(id) if !id.is_empty() => id,
             _ => assignment::ensure_cluster_id(v.as_ref()).await?,
@@ -279,6 +290,7 @@ impl ControllerAgent {
                     sequence: hb.sequence,
                     advertised: hb.advertised,
                     leaving: hb.leaving,
+                    stuck: hb.stuck,
                     changed,
                 },
             );

@@ -238,6 +238,8 @@ pub struct Coordinators {
     token: ClaimToken,
     pub config: GroupConfig,
     slots: Mutex<BTreeMap<u32, Arc<Slot>>>,
+    /// `(slot, epoch)` this broker can never coordinate in that epoch.
+    stuck: Mutex<std::collections::BTreeSet<(u32, u32)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -252,7 +254,22 @@ impl Coordinators {
             token: ClaimToken::fresh(&format!("coordinator-{broker}")),
             config,
             slots: Mutex::new(BTreeMap::new()),
+            stuck: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Stuck slots as the heartbeat reports them (see `Heartbeat::stuck`).
+    pub fn stuck(&self) -> Vec<(String, u32, u32)> {
+        lock(&self.stuck)
+            .iter()
+            .map(|(s, e)| {
+                (
+                    crate::cluster::assignment::COORDINATOR_KEY.to_owned(),
+                    *s,
+                    *e,
+                )
+            })
+            .collect()
     }
 
     /// The slot of `group_id` if this broker coordinates it, else the
@@ -288,8 +305,9 @@ impl Coordinators {
                 tracing::info!(slot = s.slot, epoch = s.epoch, "no longer coordinating");
             }
         }
+        lock(&self.stuck).retain(|(s, e)| mine.get(s) == Some(e));
         for (slot, epoch) in mine {
-            if lock(&self.slots).contains_key(&slot) {
+            if lock(&self.slots).contains_key(&slot) || lock(&self.stuck).contains(&(slot, epoch)) {
                 continue;
             }
             match Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await {
@@ -297,7 +315,8 @@ impl Coordinators {
                     lock(&self.slots).insert(slot, Arc::new(s));
                 }
                 Err(e) => {
-                    tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; retrying")
+                    tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; asking for a new epoch");
+                    lock(&self.stuck).insert((slot, epoch));
                 }
             }
         }

@@ -142,6 +142,9 @@ pub struct PartitionLog {
     fence: Arc<dyn LeadershipFence>,
     queue: Mutex<Vec<Pending>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// Set once the log stopped (fenced or failed): it acknowledges nothing
+    /// more in this epoch.
+    stopped: std::sync::atomic::AtomicBool,
     writer: tokio::sync::Mutex<Writer>,
     view: Mutex<View>,
 }
@@ -282,6 +285,7 @@ impl PartitionLog {
             }),
             queue: Mutex::new(Vec::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             vfs,
             dir,
             epoch,
@@ -308,6 +312,12 @@ impl PartitionLog {
         c.segment_bytes = segment_bytes;
         c.retention_ms = retention_ms;
         c.retention_bytes = retention_bytes;
+    }
+
+    /// Whether the log stopped in this epoch (fenced, or a flush failed and
+    /// the file's tail is unknown); a new epoch is needed to go on.
+    pub fn has_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn epoch(&self) -> u32 {
@@ -422,6 +432,8 @@ impl PartitionLog {
             // Nothing of this cycle is acknowledged, and nothing after it:
             // the file's tail is unknown now, and a successor seals it.
             w.failed = Some(why.clone());
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let refusal = if why.starts_with("fenced") {
                 Refusal::Fenced
             } else {
@@ -463,6 +475,8 @@ impl PartitionLog {
         }
         if let Err(e) = self.after_flush(w).await {
             w.failed = Some(format!("roll or checkpoint failed: {e}"));
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

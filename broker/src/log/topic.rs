@@ -149,7 +149,10 @@ pub async fn create_topic_with(
         }
     }
     match result {
-        Ok(Claim::Won) => Ok(meta),
+        Ok(Claim::Won) => {
+            tracing::info!(name, id = %meta.id, partitions, "topic created");
+            Ok(meta)
+        }
         Ok(Claim::Lost { .. }) => {
             discard(vfs, &final_dir).await;
             Err(TopicError::Exists(name.to_owned()))
@@ -205,11 +208,18 @@ async fn discard(vfs: &dyn Vfs, dir: &Path) {
 async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Result<bool> {
     match read_meta(vfs, holder).await {
         Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match vfs.unlink(&name_path(name)).await {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
-            Err(e) => Err(e),
-        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            tracing::info!(name, holder, "releasing the name of a deleted topic");
+            release(vfs, name).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn release(vfs: &dyn Vfs, name: &str) -> io::Result<bool> {
+    match vfs.unlink(&name_path(name)).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
         Err(e) => Err(e),
     }
 }

@@ -48,7 +48,10 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, payload: &[u8]) -> st
     let len = u32::try_from(payload.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over 4 GiB"))?;
     w.write_all(&len.to_be_bytes()).await?;
-    w.write_all(payload).await
+    w.write_all(payload).await?;
+    // A buffered writer (and madsim's simulated TCP) sends nothing until
+    // flushed; on a plain socket this is free.
+    w.flush().await
 }
 
 #[cfg(test)]

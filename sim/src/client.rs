@@ -1,0 +1,121 @@
+//! A small Kafka client for the simulation's workload: one connection per
+//! broker, one request at a time, every call bounded by a timeout. Built
+//! on the kafka-protocol codecs, like the broker.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use broker::protocol::frame::{read_frame, write_frame};
+use bytes::BytesMut;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::net::TcpStream;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Why a call has no answer. Every failure is indeterminate for a write:
+/// it may or may not have happened.
+#[derive(Clone, Debug)]
+pub struct CallError(pub String);
+
+pub struct Client {
+    name: String,
+    conns: BTreeMap<u32, TcpStream>,
+    next_correlation: i32,
+}
+
+/// Where broker `id` listens in the simulation.
+pub fn broker_addr(id: u32) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1 + id as u8], 9092))
+}
+
+impl Client {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            conns: BTreeMap::new(),
+            next_correlation: 1,
+        }
+    }
+
+    /// Sends `request` as `api` v`version` to broker `to` and waits for the
+    /// answer. A failed call drops the connection; the next one reconnects.
+    pub async fn call(
+        &mut self,
+        to: u32,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, CallError> {
+        let correlation = self.next_correlation;
+        self.next_correlation += 1;
+        let outcome = tokio::time::timeout(
+            CALL_TIMEOUT,
+            self.exchange(to, api, version, correlation, request),
+        )
+        .await;
+        match outcome {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => {
+                self.conns.remove(&to);
+                Err(e)
+            }
+            Err(_) => {
+                self.conns.remove(&to);
+                Err(CallError(format!("{api:?} to broker-{to} timed out")))
+            }
+        }
+    }
+
+    async fn exchange(
+        &mut self,
+        to: u32,
+        api: ApiKey,
+        version: i16,
+        correlation: i32,
+        request: RequestKind,
+    ) -> Result<ResponseKind, CallError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            CallError(format!("{api:?} to broker-{to}: {what}: {e}"))
+        };
+        if !self.conns.contains_key(&to) {
+            let s = TcpStream::connect(broker_addr(to))
+                .await
+                .map_err(|e| fail("connect", &e))?;
+            tracing::trace!(client = %self.name, to, "connected");
+            self.conns.insert(to, s);
+        }
+        let Some(stream) = self.conns.get_mut(&to) else {
+            return Err(CallError("no connection".into()));
+        };
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_string(self.name.clone())))
+            .encode(&mut buf, api.request_header_version(version))
+            .map_err(|e| fail("encode header", &e))?;
+        request
+            .encode(&mut buf, version)
+            .map_err(|e| fail("encode", &e))?;
+        write_frame(stream, &buf)
+            .await
+            .map_err(|e| fail("send", &e))?;
+        tracing::trace!(client = %self.name, to, ?api, "sent");
+        let mut frame = read_frame(stream, 64 << 20)
+            .await
+            .map_err(|e| fail("receive", &e))?
+            .ok_or_else(|| CallError(format!("{api:?} to broker-{to}: connection closed")))?;
+        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
+            .map_err(|e| fail("decode header", &e))?;
+        if header.correlation_id != correlation {
+            return Err(CallError(format!(
+                "{api:?} to broker-{to}: correlation id {} for request {correlation}",
+                header.correlation_id
+            )));
+        }
+        ResponseKind::decode(api, &mut frame, version).map_err(|e| fail("decode", &e))
+    }
+}

@@ -1,0 +1,642 @@
+//! The simulated Kafka clients: idempotent producers, a consumer that
+//! commits its positions to the group coordinator, and an admin that
+//! deletes and recreates a topic. Every operation and its outcome goes into
+//! the shared history, which the checker judges at the end.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
+use tokio::time::Instant;
+
+use crate::client::Client;
+
+pub const TOPIC: &str = "events";
+pub const PARTITIONS: i32 = 3;
+pub const CHURN_TOPIC: &str = "churn";
+pub const GROUP: &str = "sim-group";
+
+/// What became of a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Acknowledged at this offset by this broker.
+    Acked { offset: i64, broker: u32 },
+    /// Definitely refused with this error code.
+    Refused(i16),
+    /// No answer: it may or may not be in the log.
+    Unknown,
+}
+
+#[derive(Clone, Debug)]
+pub enum Event {
+    Produce {
+        client: String,
+        partition: i32,
+        value: String,
+        outcome: Outcome,
+    },
+    /// A consumer fetched from `from` and got these records.
+    Poll {
+        client: String,
+        partition: i32,
+        from: i64,
+        got: Vec<(i64, String)>,
+    },
+    Commit {
+        partition: i32,
+        offset: i64,
+        acked: bool,
+    },
+    /// What OffsetFetch returned.
+    Committed { partition: i32, offset: i64 },
+    /// The admin read the recreated topic of incarnation `incarnation`.
+    ChurnRead {
+        incarnation: u32,
+        values: Vec<String>,
+    },
+}
+
+/// Everything the clients did, in order, with simulated timestamps.
+#[derive(Clone, Default)]
+pub struct History(Arc<Mutex<Vec<(Duration, Event)>>>);
+
+impl History {
+    pub fn record(&self, at: Duration, e: Event) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((at, e));
+    }
+
+    pub fn events(&self) -> Vec<(Duration, Event)> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+/// A client plus what it knows of the cluster.
+pub struct Session {
+    pub client: Client,
+    brokers: u32,
+    leaders: BTreeMap<(String, i32), u32>,
+    coordinator: Option<u32>,
+    start: Instant,
+    pub history: History,
+    pub name: String,
+}
+
+/// Decodes the records of a fetched record set from `from` on.
+pub fn records(set: &[u8], from: i64) -> Vec<(i64, String, i32)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < set.len() {
+        let Ok(h) = broker::log::batch::parse(&set[at..]) else {
+            break; // a partial batch at the end of a size-limited fetch
+        };
+        if at + h.size > set.len() {
+            break;
+        }
+        if let Some(values) = broker::log::batch::decode_values(&set[at..at + h.size]) {
+            for (i, v) in values.into_iter().enumerate() {
+                let offset = h.base_offset + i as i64;
+                if offset >= from {
+                    out.push((
+                        offset,
+                        String::from_utf8_lossy(&v).into_owned(),
+                        h.leader_epoch,
+                    ));
+                }
+            }
+        }
+        at += h.size;
+    }
+    out
+}
+
+impl Session {
+    pub fn new(name: &str, brokers: u32, start: Instant, history: History) -> Self {
+        Self {
+            client: Client::new(name),
+            brokers,
+            leaders: BTreeMap::new(),
+            coordinator: None,
+            start,
+            history,
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn any_broker(&self) -> u32 {
+        madsim::rand::thread_rng().gen_range(0..self.brokers)
+    }
+
+    /// Refreshes the leaders of `topic` from any broker.
+    pub async fn refresh(&mut self, topic: &str) {
+        let to = self.any_broker();
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(TopicName(s(topic)))),
+            ]))
+            .with_allow_auto_topic_creation(false);
+        if let Ok(ResponseKind::Metadata(m)) = self
+            .client
+            .call(to, ApiKey::Metadata, 9, RequestKind::Metadata(req))
+            .await
+        {
+            for t in m.topics {
+                for p in t.partitions {
+                    if p.error_code == 0 && p.leader_id.0 >= 0 {
+                        self.leaders
+                            .insert((topic.to_owned(), p.partition_index), p.leader_id.0 as u32);
+                    } else {
+                        self.leaders.remove(&(topic.to_owned(), p.partition_index));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn leader(&mut self, topic: &str, partition: i32) -> Option<u32> {
+        if !self.leaders.contains_key(&(topic.to_owned(), partition)) {
+            self.refresh(topic).await;
+        }
+        self.leaders.get(&(topic.to_owned(), partition)).copied()
+    }
+
+    fn forget(&mut self, topic: &str, partition: i32) {
+        self.leaders.remove(&(topic.to_owned(), partition));
+    }
+
+    pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> bool {
+        let req = CreateTopicsRequest::default()
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1),
+            ])
+            .with_timeout_ms(5000);
+        let to = self.any_broker();
+        match self
+            .client
+            .call(to, ApiKey::CreateTopics, 5, RequestKind::CreateTopics(req))
+            .await
+        {
+            // 36: TOPIC_ALREADY_EXISTS is as good.
+            Ok(ResponseKind::CreateTopics(r)) => {
+                r.topics.iter().all(|t| matches!(t.error_code, 0 | 36))
+            }
+            Ok(other) => {
+                tracing::debug!(client = %self.name, ?other, "unexpected CreateTopics answer");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(client = %self.name, error = %e.0, "CreateTopics");
+                false
+            }
+        }
+    }
+
+    async fn delete_topic(&mut self, topic: &str) -> bool {
+        let req = DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(s(topic))])
+            .with_timeout_ms(5000);
+        let to = self.any_broker();
+        match self
+            .client
+            .call(to, ApiKey::DeleteTopics, 4, RequestKind::DeleteTopics(req))
+            .await
+        {
+            Ok(ResponseKind::DeleteTopics(r)) => r.responses.iter().all(|t| t.error_code == 0),
+            _ => false,
+        }
+    }
+
+    /// One produce request of `batch` to the partition's leader:
+    /// `Ok((error, offset, broker))` or `Err` when there was no answer.
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<(i16, i64, u32), ()> {
+        let Some(to) = self.leader(topic, partition).await else {
+            return Ok((5, -1, 0)); // LEADER_NOT_AVAILABLE
+        };
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(3000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(batch)),
+                    ]),
+            ]);
+        match self
+            .client
+            .call(to, ApiKey::Produce, 8, RequestKind::Produce(req))
+            .await
+        {
+            Ok(ResponseKind::Produce(r)) => {
+                let p = r
+                    .responses
+                    .first()
+                    .and_then(|t| t.partition_responses.first())
+                    .map(|p| (p.error_code, p.base_offset))
+                    .unwrap_or((-1, -1));
+                if p.0 != 0 {
+                    self.forget(topic, partition);
+                }
+                Ok((p.0, p.1, to))
+            }
+            _ => {
+                self.forget(topic, partition);
+                Err(())
+            }
+        }
+    }
+
+    /// Fetches from `from`: the records and the high watermark, or `None`.
+    pub async fn fetch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+    ) -> Option<(Vec<(i64, String, i32)>, i64)> {
+        let to = self.leader(topic, partition).await?;
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(TopicName(s(topic)))
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(from)
+                            .with_partition_max_bytes(256 << 10),
+                    ]),
+            ]);
+        match self
+            .client
+            .call(to, ApiKey::Fetch, 11, RequestKind::Fetch(req))
+            .await
+        {
+            Ok(ResponseKind::Fetch(r)) => {
+                let p = r.responses.first()?.partitions.first()?;
+                if p.error_code != 0 {
+                    self.forget(topic, partition);
+                    return None;
+                }
+                let set = p.records.clone().unwrap_or_default();
+                Some((records(&set, from), p.high_watermark))
+            }
+            _ => {
+                self.forget(topic, partition);
+                None
+            }
+        }
+    }
+
+    async fn coordinator(&mut self) -> Option<u32> {
+        if self.coordinator.is_none() {
+            let req = FindCoordinatorRequest::default().with_key(s(GROUP));
+            let to = self.any_broker();
+            if let Ok(ResponseKind::FindCoordinator(r)) = self
+                .client
+                .call(
+                    to,
+                    ApiKey::FindCoordinator,
+                    3,
+                    RequestKind::FindCoordinator(req),
+                )
+                .await
+            {
+                if r.error_code == 0 && r.node_id.0 >= 0 {
+                    self.coordinator = Some(r.node_id.0 as u32);
+                }
+            }
+        }
+        self.coordinator
+    }
+
+    /// Commits `offset` for `partition` (manual assignment: generation -1).
+    pub async fn commit(&mut self, partition: i32, offset: i64) -> bool {
+        let Some(to) = self.coordinator().await else {
+            return false;
+        };
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partitions(vec![
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(partition)
+                            .with_committed_offset(offset),
+                    ]),
+            ]);
+        let ok = match self
+            .client
+            .call(to, ApiKey::OffsetCommit, 7, RequestKind::OffsetCommit(req))
+            .await
+        {
+            Ok(ResponseKind::OffsetCommit(r)) => r
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.error_code == 0),
+            _ => false,
+        };
+        if !ok {
+            self.coordinator = None;
+        }
+        ok
+    }
+
+    /// The committed offset of `partition` (-1 for none), if the
+    /// coordinator answered.
+    pub async fn committed(&mut self, partition: i32) -> Option<i64> {
+        let to = self.coordinator().await?;
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_indexes(vec![partition]),
+            ]));
+        match self
+            .client
+            .call(to, ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(req))
+            .await
+        {
+            Ok(ResponseKind::OffsetFetch(r)) if r.error_code == 0 => {
+                let p = r.topics.first()?.partitions.first()?;
+                (p.error_code == 0).then_some(p.committed_offset)
+            }
+            _ => {
+                self.coordinator = None;
+                None
+            }
+        }
+    }
+
+    async fn init_producer_id(&mut self) -> (i64, i16) {
+        loop {
+            let to = self.any_broker();
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1);
+            match self
+                .client
+                .call(
+                    to,
+                    ApiKey::InitProducerId,
+                    3,
+                    RequestKind::InitProducerId(req),
+                )
+                .await
+            {
+                Ok(ResponseKind::InitProducerId(r)) if r.error_code == 0 => {
+                    return (r.producer_id.0, r.producer_epoch);
+                }
+                other => tracing::debug!(client = %self.name, ?other, "InitProducerId"),
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// Retriable produce errors: the client refreshes metadata and retries the
+/// same batch (same sequence number).
+fn retriable(code: i16) -> bool {
+    // NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION,
+    // REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, NOT_ENOUGH_REPLICAS.
+    matches!(code, 6 | 5 | 3 | 7 | 56 | 19)
+}
+
+/// An idempotent producer writing unique values until `until`.
+pub async fn producer(mut s: Session, until: Duration) {
+    let (mut pid, mut epoch) = s.init_producer_id().await;
+    let mut seq: BTreeMap<i32, i32> = BTreeMap::new();
+    let mut n = 0u64;
+    while s.now() < until {
+        let partition = (n % PARTITIONS as u64) as i32;
+        let value = format!("{}-{n}", s.name);
+        let sequence = *seq.entry(partition).or_insert(0);
+        let batch = broker::log::batch::build(
+            (pid, epoch, sequence),
+            broker::clock::now_ms(),
+            &[value.as_bytes()],
+        );
+        let mut outcome = Outcome::Unknown;
+        // Retries stop a while after the workload ends, so the liveness
+        // phase judges a quiet cluster.
+        while s.now() < until + Duration::from_secs(15) {
+            match s.produce(TOPIC, partition, batch.clone()).await {
+                Ok((0, offset, broker)) => {
+                    tracing::debug!(client = %s.name, partition, offset, broker, pid, epoch, sequence, "acked");
+                    outcome = Outcome::Acked { offset, broker };
+                    break;
+                }
+                Ok((code, _, _)) if retriable(code) => {
+                    tracing::debug!(client = %s.name, partition, code, "produce retriable error");
+                }
+                Ok((code, _, _)) => {
+                    outcome = Outcome::Refused(code);
+                    break;
+                }
+                Err(()) => tracing::debug!(client = %s.name, partition, "produce: no answer"),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        match outcome {
+            Outcome::Acked { .. } => {
+                seq.insert(partition, sequence.wrapping_add(1));
+            }
+            _ => {
+                // Its fate is unknown or it was refused: start over as a new
+                // producer so later values never depend on it.
+                (pid, epoch) = s.init_producer_id().await;
+                seq.clear();
+            }
+        }
+        s.history.record(
+            s.now(),
+            Event::Produce {
+                client: s.name.clone(),
+                partition,
+                value,
+                outcome,
+            },
+        );
+        n += 1;
+        let pause = madsim::rand::thread_rng().gen_range(10..150);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// A consumer reading every partition in order, committing its positions,
+/// and now and then "restarting": resuming from the committed offsets.
+pub async fn consumer(mut s: Session, until: Duration) {
+    let mut pos: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut polls = 0u64;
+    while s.now() < until {
+        for partition in 0..PARTITIONS {
+            let from = pos[&partition];
+            if let Some((got, _)) = s.fetch(TOPIC, partition, from).await {
+                if let Some(last) = got.last() {
+                    pos.insert(partition, last.0 + 1);
+                }
+                s.history.record(
+                    s.now(),
+                    Event::Poll {
+                        client: s.name.clone(),
+                        partition,
+                        from,
+                        got: got.into_iter().map(|(o, v, _)| (o, v)).collect(),
+                    },
+                );
+            }
+            polls += 1;
+            if polls % 4 == 0 {
+                let offset = pos[&partition];
+                let acked = s.commit(partition, offset).await;
+                s.history.record(
+                    s.now(),
+                    Event::Commit {
+                        partition,
+                        offset,
+                        acked,
+                    },
+                );
+            }
+        }
+        if madsim::rand::thread_rng().gen_ratio(1, 15) {
+            for partition in 0..PARTITIONS {
+                if let Some(offset) = s.committed(partition).await {
+                    s.history
+                        .record(s.now(), Event::Committed { partition, offset });
+                    pos.insert(partition, offset.max(0));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Deletes and recreates a topic over and over; each incarnation's values
+/// carry its number, and what is read right after a recreate must all be
+/// of that incarnation.
+pub async fn admin(mut s: Session, until: Duration) {
+    let mut incarnation = 0u32;
+    while s.now() < until {
+        if !s.create_topic(CHURN_TOPIC, 1).await {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        incarnation += 1;
+        s.refresh(CHURN_TOPIC).await;
+        for k in 0..3 {
+            let value = format!("churn-{incarnation}-{k}");
+            let batch = broker::log::batch::build(
+                (-1, -1, -1),
+                broker::clock::now_ms(),
+                &[value.as_bytes()],
+            );
+            for _ in 0..10 {
+                if let Ok((0, _, _)) = s.produce(CHURN_TOPIC, 0, batch.clone()).await {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        if let Some((got, _)) = s.fetch(CHURN_TOPIC, 0, 0).await {
+            s.history.record(
+                s.now(),
+                Event::ChurnRead {
+                    incarnation,
+                    values: got.into_iter().map(|(_, v, _)| v).collect(),
+                },
+            );
+        }
+        while s.now() < until && !s.delete_topic(CHURN_TOPIC).await {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+    }
+}
+
+/// The liveness phase's reader: every partition fully read from its
+/// current leader, and one more write acknowledged, before `deadline`.
+/// Returns the final log of each partition that converged:
+/// `(offset, value, leader epoch)`.
+pub async fn converge(
+    mut s: Session,
+    deadline: Duration,
+) -> BTreeMap<i32, Vec<(i64, String, i32)>> {
+    let mut logs = BTreeMap::new();
+    for partition in 0..PARTITIONS {
+        while s.now() < deadline {
+            let sentinel = format!("final-{partition}");
+            let batch = broker::log::batch::build(
+                (-1, -1, -1),
+                broker::clock::now_ms(),
+                &[sentinel.as_bytes()],
+            );
+            let Ok((0, end, _)) = s.produce(TOPIC, partition, batch).await else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            let mut log = Vec::new();
+            let mut next = 0;
+            while next <= end && s.now() < deadline {
+                match s.fetch(TOPIC, partition, next).await {
+                    Some((got, _)) if !got.is_empty() => {
+                        next = got.last().map_or(next, |r| r.0 + 1);
+                        log.extend(got);
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+            if next > end {
+                tracing::debug!(partition, end, records = ?log.iter().map(|r| (r.0, r.1.clone(), r.2)).collect::<Vec<_>>(), "final log");
+                log.retain(|r| r.1 != sentinel);
+                logs.insert(partition, log);
+                break;
+            }
+        }
+    }
+    logs
+}
