@@ -184,7 +184,9 @@ mod tests {
         )
     }
 
-    fn logs(entries: &[(i32, &[(i64, &str, i32)])]) -> FinalLogs {
+    type Rows<'a> = &'a [(i64, &'a str, i32)];
+
+    fn logs(entries: &[(i32, Rows<'_>)]) -> FinalLogs {
         let mut out: FinalLogs = (0..PARTITIONS).map(|p| (p, Vec::new())).collect();
         for (p, rows) in entries {
             out.insert(
