@@ -109,6 +109,52 @@ fn split_host_port(addr: &str) -> (String, i32) {
     }
 }
 
+/// ListOffsets' special timestamps.
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// One partition's ListOffsets answer from the log this broker leads.
+async fn offset_at(
+    log: &PartitionLog,
+    timestamp: i64,
+    version: i16,
+    r: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    // The leader epoch field exists from v4; before, it stays unknown.
+    let epoch = |e: i32| if version >= 4 { e } else { -1 };
+    let current = epoch(log.epoch() as i32);
+    let found = match timestamp {
+        EARLIEST_TIMESTAMP => {
+            return r
+                .with_offset(log.log_start_offset())
+                .with_leader_epoch(current);
+        }
+        LATEST_TIMESTAMP => {
+            return r
+                .with_offset(log.high_watermark())
+                .with_leader_epoch(current);
+        }
+        MAX_TIMESTAMP => log.offset_of_max_timestamp().await,
+        ts => log.offset_for_timestamp(ts).await,
+    };
+    match found {
+        Ok(Some(f)) => r
+            .with_offset(f.offset)
+            .with_timestamp(f.timestamp)
+            .with_leader_epoch(epoch(f.leader_epoch)),
+        // An empty log has no largest timestamp: Kafka answers offset -1.
+        Ok(None) if timestamp == MAX_TIMESTAMP => r,
+        Ok(None) => r
+            .with_offset(log.high_watermark())
+            .with_leader_epoch(current),
+        Err(e) => {
+            tracing::warn!(dir = %log.dir().display(), error = %e, "offset lookup by time failed");
+            r.with_error_code(code(ResponseError::KafkaStorageError))
+        }
+    }
+}
+
 impl Api {
     pub fn new(
         vfs: Arc<dyn Vfs>,
@@ -463,24 +509,7 @@ impl Api {
                     .with_leader_epoch(-1);
                 let r = match self.log_for(&name, p.partition_index).await {
                     Err(c) => r.with_error_code(c),
-                    Ok(log) => {
-                        let r = if version >= 4 {
-                            r.with_leader_epoch(log.epoch() as i32)
-                        } else {
-                            r
-                        };
-                        match p.timestamp {
-                            -2 => r.with_offset(log.log_start_offset()),
-                            -1 => r.with_offset(log.high_watermark()),
-                            ts => match log.offset_for_timestamp(ts).await {
-                                Ok(Some((offset, found))) => {
-                                    r.with_offset(offset).with_timestamp(found)
-                                }
-                                Ok(None) => r.with_offset(log.high_watermark()),
-                                Err(_) => r.with_error_code(code(ResponseError::KafkaStorageError)),
-                            },
-                        }
-                    }
+                    Ok(log) => offset_at(&log, p.timestamp, version, r).await,
                 };
                 parts.push(r);
             }

@@ -20,4 +20,4 @@ pub mod scan;
 pub mod topic;
 pub mod topic_config;
 
-pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult};
+pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult, TimestampOffset};

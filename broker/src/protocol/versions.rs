@@ -12,8 +12,9 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
-    // v7 adds MAX_TIMESTAMP (-3), which needs a max-timestamp lookup not written yet.
-    (ApiKey::ListOffsets, 1, 6),
+    // v7 adds MAX_TIMESTAMP (-3); v8 and v9 add the tiered-storage timestamps
+    // -4 and -5, not handled yet.
+    (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
