@@ -51,6 +51,8 @@ use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogError, PartitionLog};
 use crate::protocol::{Handler, versions};
 
+mod leader_epoch;
+
 /// Settings of the request handlers.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
@@ -435,7 +437,14 @@ impl Api {
             let appended = self.leaders.appended.notified();
             let (response, bytes) = self.fetch_once(&req, version).await;
             let enough = bytes >= req.min_bytes.max(0) as usize;
-            if enough || tokio::time::Instant::now() >= deadline {
+            // As in Kafka, an error answers at once: waiting cannot fix a
+            // fenced epoch or a partition led elsewhere.
+            let failed = response
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code != 0);
+            if enough || failed || tokio::time::Instant::now() >= deadline {
                 return response;
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -462,7 +471,10 @@ impl Api {
                     .with_last_stable_offset(-1)
                     .with_log_start_offset(-1)
                     .with_preferred_read_replica(BrokerId(-1));
-                let d = match self.log_for(&name, p.partition).await {
+                let led = self.log_for(&name, p.partition).await.and_then(|log| {
+                    leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                });
+                let d = match led {
                     Err(c) => d.with_error_code(c),
                     Ok(log) => {
                         let max = (p.partition_max_bytes.max(0) as usize).min(budget);
@@ -507,7 +519,13 @@ impl Api {
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
-                let r = match self.log_for(&name, p.partition_index).await {
+                let led = self
+                    .log_for(&name, p.partition_index)
+                    .await
+                    .and_then(|log| {
+                        leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                    });
+                let r = match led {
                     Err(c) => r.with_error_code(c),
                     Ok(log) => offset_at(&log, p.timestamp, version, r).await,
                 };
@@ -947,6 +965,9 @@ impl Handler for Api {
             }
             RequestKind::DeleteRecords(r) => {
                 ResponseKind::DeleteRecords(self.delete_records(r).await)
+            }
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                ResponseKind::OffsetForLeaderEpoch(self.offset_for_leader_epoch(r).await)
             }
             other => return Err(format!("no handler for {other:?}")),
         }))

@@ -787,3 +787,46 @@ async fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
         assert_eq!(at(1_060).await, None, "{}", b.name);
     }
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn epoch_end_offsets_follow_the_takeovers() {
+    for b in backends() {
+        let meta = new_topic(b.vfs.as_ref()).await;
+        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        assert_eq!(log.epoch_end_offset(1), (1, 0), "nothing written yet");
+        // Epoch 1 writes 0-39 over several segments.
+        for i in 0..40 {
+            log.append(record(i)).await.unwrap();
+        }
+        assert_eq!(log.epoch_end_offset(1), (1, 40), "current: the log end");
+        drop(log);
+        // Epoch 2 takes over and writes nothing; epoch 4 writes 40-44.
+        drop(lead(b.vfs.clone(), &meta, 2, small()).await.unwrap());
+        let log = lead(b.vfs.clone(), &meta, 4, small()).await.unwrap();
+        assert_eq!(log.epoch_end_offset(4), (4, 40));
+        for i in 40..45 {
+            log.append(record(i)).await.unwrap();
+        }
+        let name = b.name;
+        assert_eq!(log.epoch_end_offset(1), (1, 40), "{name}");
+        assert_eq!(log.epoch_end_offset(2), (1, 40), "{name}: 2 wrote nothing");
+        assert_eq!(log.epoch_end_offset(3), (1, 40), "{name}: 3 never led");
+        assert_eq!(log.epoch_end_offset(4), (4, 45), "{name}");
+        assert_eq!(log.epoch_end_offset(5), (-1, -1), "{name}: future");
+        assert_eq!(log.epoch_end_offset(-1), (-1, -1), "{name}: undefined");
+        // Every batch carries the epoch the boundaries say it belongs to.
+        let mut at = 0;
+        while at < 45 {
+            let r = log.read(at, 1).await.unwrap();
+            let h = batch::parse(&r.records).unwrap();
+            let expected = if h.base_offset < 40 { 1 } else { 4 };
+            assert_eq!(h.leader_epoch, expected, "{name}: offset {}", h.base_offset);
+            at = h.next_offset();
+        }
+        // Records deleted up to 42: epoch 1 is gone, 4 starts at the log start.
+        log.delete_records(42).await.unwrap();
+        assert_eq!(log.epoch_end_offset(1), (1, 42), "{name}");
+        assert_eq!(log.epoch_end_offset(4), (4, 45), "{name}");
+    }
+}

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod batch;
+pub mod epochs;
 pub mod fence;
 pub mod manifest;
 pub mod partition;

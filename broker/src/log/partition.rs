@@ -25,6 +25,7 @@ use vfs::durable::{ClaimToken, atomic_replace};
 use vfs::{OpenOptions, Vfs, VfsFile};
 
 use super::batch::{self, BatchError};
+use super::epochs;
 use super::fence::{self, LeadershipFence};
 use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
 use super::producers::ProducerState;
@@ -742,6 +743,20 @@ impl PartitionLog {
             timestamp: h.max_timestamp,
             leader_epoch: h.leader_epoch,
         }))
+    }
+
+    /// OffsetForLeaderEpoch: the end of leader epoch `requested` and the
+    /// largest epoch at or below it that wrote records, from the segment
+    /// list (see `epochs`); the high watermark for the current epoch.
+    pub fn epoch_end_offset(&self, requested: i32) -> (i32, i64) {
+        let v = lock(&self.view);
+        let starts = epochs::epoch_starts(
+            &v.segments,
+            v.high_watermark,
+            v.log_start_offset,
+            self.epoch,
+        );
+        epochs::end_offset_for(&starts, requested, v.high_watermark)
     }
 
     /// Deletes sealed segments past retention: manifest first, then own

@@ -25,6 +25,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
+    // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
