@@ -58,6 +58,8 @@ use crate::log::{LogError, PartitionLog};
 use crate::producer_ids::ProducerIds;
 use crate::protocol::{Handler, versions};
 
+mod leader_epoch;
+
 /// Settings of the request handlers.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
@@ -115,6 +117,52 @@ fn split_host_port(addr: &str) -> (String, i32) {
             p.parse().unwrap_or(9092),
         ),
         None => (addr.to_owned(), 9092),
+    }
+}
+
+/// ListOffsets' special timestamps.
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// One partition's ListOffsets answer from the log this broker leads.
+async fn offset_at(
+    log: &PartitionLog,
+    timestamp: i64,
+    version: i16,
+    r: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    // The leader epoch field exists from v4; before, it stays unknown.
+    let epoch = |e: i32| if version >= 4 { e } else { -1 };
+    let current = epoch(log.epoch() as i32);
+    let found = match timestamp {
+        EARLIEST_TIMESTAMP => {
+            return r
+                .with_offset(log.log_start_offset())
+                .with_leader_epoch(current);
+        }
+        LATEST_TIMESTAMP => {
+            return r
+                .with_offset(log.high_watermark())
+                .with_leader_epoch(current);
+        }
+        MAX_TIMESTAMP => log.offset_of_max_timestamp().await,
+        ts => log.offset_for_timestamp(ts).await,
+    };
+    match found {
+        Ok(Some(f)) => r
+            .with_offset(f.offset)
+            .with_timestamp(f.timestamp)
+            .with_leader_epoch(epoch(f.leader_epoch)),
+        // An empty log has no largest timestamp: Kafka answers offset -1.
+        Ok(None) if timestamp == MAX_TIMESTAMP => r,
+        Ok(None) => r
+            .with_offset(log.high_watermark())
+            .with_leader_epoch(current),
+        Err(e) => {
+            tracing::warn!(dir = %log.dir().display(), error = %e, "offset lookup by time failed");
+            r.with_error_code(code(ResponseError::KafkaStorageError))
+        }
     }
 }
 
@@ -489,7 +537,14 @@ impl Api {
             let appended = self.leaders.appended.notified();
             let (response, bytes) = self.fetch_once(&req, version).await;
             let enough = bytes >= req.min_bytes.max(0) as usize;
-            if enough || tokio::time::Instant::now() >= deadline {
+            // As in Kafka, an error answers at once: waiting cannot fix a
+            // fenced epoch or a partition led elsewhere.
+            let failed = response
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code != 0);
+            if enough || failed || tokio::time::Instant::now() >= deadline {
                 return response;
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -516,7 +571,10 @@ impl Api {
                     .with_last_stable_offset(-1)
                     .with_log_start_offset(-1)
                     .with_preferred_read_replica(BrokerId(-1));
-                let d = match self.log_for(&name, p.partition).await {
+                let led = self.log_for(&name, p.partition).await.and_then(|log| {
+                    leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                });
+                let d = match led {
                     Err(c) => d.with_error_code(c),
                     Ok(log) => {
                         let max = (p.partition_max_bytes.max(0) as usize).min(budget);
@@ -561,26 +619,15 @@ impl Api {
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1);
-                let r = match self.log_for(&name, p.partition_index).await {
+                let led = self
+                    .log_for(&name, p.partition_index)
+                    .await
+                    .and_then(|log| {
+                        leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                    });
+                let r = match led {
                     Err(c) => r.with_error_code(c),
-                    Ok(log) => {
-                        let r = if version >= 4 {
-                            r.with_leader_epoch(log.epoch() as i32)
-                        } else {
-                            r
-                        };
-                        match p.timestamp {
-                            -2 => r.with_offset(log.log_start_offset()),
-                            -1 => r.with_offset(log.high_watermark()),
-                            ts => match log.offset_for_timestamp(ts).await {
-                                Ok(Some((offset, found))) => {
-                                    r.with_offset(offset).with_timestamp(found)
-                                }
-                                Ok(None) => r.with_offset(log.high_watermark()),
-                                Err(_) => r.with_error_code(code(ResponseError::KafkaStorageError)),
-                            },
-                        }
-                    }
+                    Ok(log) => offset_at(&log, p.timestamp, version, r).await,
                 };
                 parts.push(r);
             }
@@ -1055,6 +1102,9 @@ impl Handler for Api {
             }
             RequestKind::OffsetDelete(r) => {
                 ResponseKind::OffsetDelete(self.coordinators.offset_delete(r).await)
+            }
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                ResponseKind::OffsetForLeaderEpoch(self.offset_for_leader_epoch(r).await)
             }
             other => return Err(format!("no handler for {other:?}")),
         }))

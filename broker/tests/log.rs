@@ -743,3 +743,149 @@ async fn idempotent_retries_are_not_appended_twice_across_a_takeover() {
         assert_eq!(values.len(), 9, "{}", b.name);
     }
 }
+
+/// A batch flagged compressed (codec 1) whose records kaas cannot decode.
+fn opaque_compressed(timestamps: &[i64]) -> Bytes {
+    let values: Vec<(i64, &[u8])> = timestamps.iter().map(|t| (*t, &b"v"[..])).collect();
+    let mut b = batch::build_timed((-1, -1, -1), &values).to_vec();
+    b[22] = 1;
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn max_timestamp_finds_the_first_record_with_the_largest_timestamp() {
+    for b in backends() {
+        let meta = new_topic(b.vfs.as_ref()).await;
+        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        assert_eq!(log.offset_of_max_timestamp().await.unwrap(), None, "empty");
+        // Offsets 0-2, the largest timestamp in the middle record; 3-4 tie it.
+        let first = batch::build_timed((-1, -1, -1), &[(10, b"a"), (50_000, b"b"), (20, b"c")]);
+        log.append(first).await.unwrap();
+        log.append(batch::build_timed(
+            (-1, -1, -1),
+            &[(30, b"d"), (50_000, b"e")],
+        ))
+        .await
+        .unwrap();
+        // Enough older records after them to roll a few segments.
+        for i in 0..60 {
+            log.append(record(i)).await.unwrap();
+        }
+        let found = log.offset_of_max_timestamp().await.unwrap().unwrap();
+        assert_eq!(
+            (found.offset, found.timestamp, found.leader_epoch),
+            (1, 50_000, 1),
+            "{}: the first of the two records at the largest timestamp",
+            b.name
+        );
+        drop(log);
+
+        // A new leader sees the same answer from sealed segments, and a
+        // larger timestamp in its own active segment beats it.
+        let log = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
+        let again = log.offset_of_max_timestamp().await.unwrap().unwrap();
+        assert_eq!((again.offset, again.leader_epoch), (found.offset, 1));
+        let at = log
+            .append(batch::build_timed(
+                (-1, -1, -1),
+                &[(55_000, b"x"), (70_000, b"y"), (70_000, b"z")],
+            ))
+            .await
+            .unwrap()
+            .base_offset;
+        let newest = log.offset_of_max_timestamp().await.unwrap().unwrap();
+        assert_eq!(
+            (newest.offset, newest.timestamp, newest.leader_epoch),
+            (at + 1, 70_000, 2),
+            "{}",
+            b.name
+        );
+        // A compressed batch answers with its last offset, as Kafka does.
+        let last = log
+            .append(opaque_compressed(&[90_000, 80_000, 85_000]))
+            .await
+            .unwrap()
+            .last_offset;
+        let compressed = log.offset_of_max_timestamp().await.unwrap().unwrap();
+        assert_eq!((compressed.offset, compressed.timestamp), (last, 90_000));
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
+    for b in backends() {
+        let meta = new_topic(b.vfs.as_ref()).await;
+        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        assert_eq!(log.offset_for_timestamp(0).await.unwrap(), None, "empty");
+        log.append(batch::build_timed(
+            (-1, -1, -1),
+            &[(10, b"a"), (50, b"b"), (20, b"c")],
+        ))
+        .await
+        .unwrap();
+        for i in 0..60 {
+            log.append(record(i)).await.unwrap();
+        }
+        let at = |ts| {
+            let log = &log;
+            async move {
+                log.offset_for_timestamp(ts)
+                    .await
+                    .unwrap()
+                    .map(|f| (f.offset, f.timestamp))
+            }
+        };
+        assert_eq!(at(0).await, Some((0, 10)));
+        assert_eq!(at(11).await, Some((1, 50)), "{}", b.name);
+        assert_eq!(at(1_030).await, Some((33, 1_030)), "{}", b.name);
+        assert_eq!(at(1_059).await, Some((62, 1_059)), "{}", b.name);
+        assert_eq!(at(1_060).await, None, "{}", b.name);
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn epoch_end_offsets_follow_the_takeovers() {
+    for b in backends() {
+        let meta = new_topic(b.vfs.as_ref()).await;
+        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        assert_eq!(log.epoch_end_offset(1), (1, 0), "nothing written yet");
+        // Epoch 1 writes 0-39 over several segments.
+        for i in 0..40 {
+            log.append(record(i)).await.unwrap();
+        }
+        assert_eq!(log.epoch_end_offset(1), (1, 40), "current: the log end");
+        drop(log);
+        // Epoch 2 takes over and writes nothing; epoch 4 writes 40-44.
+        drop(lead(b.vfs.clone(), &meta, 2, small()).await.unwrap());
+        let log = lead(b.vfs.clone(), &meta, 4, small()).await.unwrap();
+        assert_eq!(log.epoch_end_offset(4), (4, 40));
+        for i in 40..45 {
+            log.append(record(i)).await.unwrap();
+        }
+        let name = b.name;
+        assert_eq!(log.epoch_end_offset(1), (1, 40), "{name}");
+        assert_eq!(log.epoch_end_offset(2), (1, 40), "{name}: 2 wrote nothing");
+        assert_eq!(log.epoch_end_offset(3), (1, 40), "{name}: 3 never led");
+        assert_eq!(log.epoch_end_offset(4), (4, 45), "{name}");
+        assert_eq!(log.epoch_end_offset(5), (-1, -1), "{name}: future");
+        assert_eq!(log.epoch_end_offset(-1), (-1, -1), "{name}: undefined");
+        // Every batch carries the epoch the boundaries say it belongs to.
+        let mut at = 0;
+        while at < 45 {
+            let r = log.read(at, 1).await.unwrap();
+            let h = batch::parse(&r.records).unwrap();
+            let expected = if h.base_offset < 40 { 1 } else { 4 };
+            assert_eq!(h.leader_epoch, expected, "{name}: offset {}", h.base_offset);
+            at = h.next_offset();
+        }
+        // Records deleted up to 42: epoch 1 is gone, 4 starts at the log start.
+        log.delete_records(42).await.unwrap();
+        assert_eq!(log.epoch_end_offset(1), (1, 42), "{name}");
+        assert_eq!(log.epoch_end_offset(4), (4, 45), "{name}");
+    }
+}

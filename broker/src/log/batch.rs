@@ -72,6 +72,11 @@ pub fn peek_size(buf: &[u8]) -> Option<usize> {
     usize::try_from(len).ok().map(|l| l + LOG_OVERHEAD)
 }
 
+/// Reads the max timestamp from a batch header, if the header is all there.
+pub fn peek_max_timestamp(buf: &[u8]) -> Option<i64> {
+    Some(i64::from_be_bytes(buf.get(35..43)?.try_into().ok()?))
+}
+
 /// Validates the batch at the start of `buf` (header, length, CRC) and
 /// returns its header. Bytes after the batch are ignored.
 pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
@@ -147,36 +152,46 @@ pub fn stamp(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
 /// way a simple producer would. For tests, benchmarks and the simulator's
 /// clients.
 pub fn build(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Bytes {
+    let timed: Vec<(i64, &[u8])> = values.iter().map(|v| (timestamp, *v)).collect();
+    build_timed(producer, &timed)
+}
+
+/// Like `build`, with a timestamp per record: the batch's base timestamp is
+/// the first record's and its max timestamp the largest, as producers set
+/// them.
+pub fn build_timed(producer: (i64, i16, i32), records: &[(i64, &[u8])]) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer;
-    let mut records = BytesMut::new();
-    for (i, value) in values.iter().enumerate() {
+    let base_timestamp = records.first().map_or(-1, |r| r.0);
+    let max_timestamp = records.iter().map(|r| r.0).max().unwrap_or(-1);
+    let mut encoded = BytesMut::new();
+    for (i, (ts, value)) in records.iter().enumerate() {
         let mut body = BytesMut::new();
         body.put_i8(0); // record attributes
-        put_varlong(&mut body, 0); // timestamp delta
+        put_varlong(&mut body, ts - base_timestamp);
         put_varlong(&mut body, i as i64); // offset delta
         put_varlong(&mut body, -1); // null key
         put_varlong(&mut body, value.len() as i64);
         body.put_slice(value);
         put_varlong(&mut body, 0); // no headers
-        put_varlong(&mut records, body.len() as i64);
-        records.put_slice(&body);
+        put_varlong(&mut encoded, body.len() as i64);
+        encoded.put_slice(&body);
     }
-    let count = values.len().max(1) as i32;
-    let mut b = BytesMut::with_capacity(HEADER_LEN + records.len());
+    let count = records.len().max(1) as i32;
+    let mut b = BytesMut::with_capacity(HEADER_LEN + encoded.len());
     b.put_i64(0);
-    b.put_i32((HEADER_LEN - LOG_OVERHEAD + records.len()) as i32);
+    b.put_i32((HEADER_LEN - LOG_OVERHEAD + encoded.len()) as i32);
     b.put_i32(-1);
     b.put_i8(2);
     b.put_u32(0); // CRC, filled below
     b.put_i16(0);
     b.put_i32(count - 1);
-    b.put_i64(timestamp);
-    b.put_i64(timestamp);
+    b.put_i64(base_timestamp);
+    b.put_i64(max_timestamp);
     b.put_i64(producer_id);
     b.put_i16(producer_epoch);
     b.put_i32(base_sequence);
     b.put_i32(count);
-    b.put_slice(&records);
+    b.put_slice(&encoded);
     let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
     b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
     b.freeze()
@@ -232,6 +247,17 @@ pub fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
         out.push((offset_delta, h.base_timestamp + ts_delta));
     }
     Some(out)
+}
+
+/// The offset of the first record carrying the batch's max timestamp, for
+/// an uncompressed batch (`None` if compressed, malformed, or no record
+/// carries it).
+pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
+    let h = parse(batch).ok()?;
+    record_times(batch)?
+        .into_iter()
+        .find(|&(_, t)| t == h.max_timestamp)
+        .map(|(delta, _)| h.base_offset + delta)
 }
 
 fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
@@ -299,6 +325,34 @@ mod tests {
         let mut v1 = b.clone();
         v1[MAGIC_OFFSET] = 1;
         assert_eq!(parse(&v1), Err(BatchError::Magic(1)));
+    }
+
+    #[test]
+    fn the_max_timestamp_is_found_in_the_header_and_among_the_records() {
+        let mut b = build_timed(
+            (-1, -1, -1),
+            &[(10, b"a"), (50, b"b"), (20, b"c"), (50, b"d")],
+        )
+        .to_vec();
+        stamp(&mut b, 100, 3);
+        let h = parse(&b).unwrap();
+        assert_eq!((h.base_timestamp, h.max_timestamp), (10, 50));
+        assert_eq!(peek_max_timestamp(&b[..HEADER_LEN]), Some(50));
+        assert_eq!(peek_max_timestamp(&b[..42]), None);
+        assert_eq!(
+            offset_of_max_timestamp(&b),
+            Some(101),
+            "the first of the two"
+        );
+        assert_eq!(
+            record_times(&b).unwrap(),
+            [(0, 10), (1, 50), (2, 20), (3, 50)]
+        );
+        // Compressed: the records are not read.
+        b[22] = 1;
+        let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
+        b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(offset_of_max_timestamp(&b), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod batch;
+pub mod epochs;
 pub mod fence;
 pub mod manifest;
 pub mod partition;
@@ -20,4 +21,4 @@ pub mod scan;
 pub mod topic;
 pub mod topic_config;
 
-pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult};
+pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult, TimestampOffset};

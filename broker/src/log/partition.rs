@@ -25,10 +25,11 @@ use vfs::durable::{ClaimToken, atomic_replace};
 use vfs::{OpenOptions, Vfs, VfsFile};
 
 use super::batch::{self, BatchError};
+use super::epochs;
 use super::fence::{self, LeadershipFence};
 use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
 use super::producers::{ProducerState, Sequence};
-use super::scan::{SegmentIndex, scan};
+use super::scan::{SegmentIndex, first_batch_reaching, scan};
 
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -82,6 +83,14 @@ pub struct Appended {
     pub last_offset: i64,
 }
 
+/// A record found by its timestamp, with the leader epoch of its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+}
+
 /// Batches read from the log, whole.
 #[derive(Clone, Debug)]
 pub struct ReadResult {
@@ -129,6 +138,8 @@ struct View {
     high_watermark: i64,
     /// Durable, acknowledged end of the active segment.
     active_end: u64,
+    /// Largest batch max timestamp in the active segment up to `active_end`.
+    active_max_timestamp: i64,
     handles: BTreeMap<(i64, u32), Arc<dyn VfsFile>>,
     /// Files whose deletion failed; re-driven by the next retention pass.
     pending_deletes: Vec<PathBuf>,
@@ -269,6 +280,7 @@ impl PartitionLog {
                 log_start_offset: manifest.log_start_offset,
                 high_watermark: next_offset,
                 active_end: 0,
+                active_max_timestamp: -1,
                 handles: BTreeMap::new(),
                 pending_deletes: Vec::new(),
             }),
@@ -469,6 +481,7 @@ impl PartitionLog {
             let mut view = lock(&self.view);
             view.high_watermark = next;
             view.active_end = pos;
+            view.active_max_timestamp = w.max_timestamp;
         }
         for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
             let _ = p.reply.send(Ok(a));
@@ -625,6 +638,7 @@ impl PartitionLog {
             .insert((next.base_offset, next.epoch), w.index.clone());
         view.segments = w.manifest.segments.clone();
         view.active_end = 0;
+        view.active_max_timestamp = -1;
         Ok(())
     }
 
@@ -731,55 +745,117 @@ impl PartitionLog {
         Ok(shared)
     }
 
-    /// The first offset whose batch has a timestamp at or after `ts`, with
-    /// that batch's max timestamp (ListOffsets by time); `None` if none.
-    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
-        let (segments, hw, active_end) = {
-            let v = lock(&self.view);
-            (v.segments.clone(), v.high_watermark, v.active_end)
-        };
-        for seg in &segments {
-            let limit = match seg.state {
+    /// Each readable segment with how far it may be read, the offset after
+    /// its last batch and its largest batch max timestamp, from one view.
+    fn timed_segments(&self) -> (Vec<(SegmentMeta, u64, i64, i64)>, i64) {
+        let v = lock(&self.view);
+        let segments = v
+            .segments
+            .iter()
+            .map(|s| match s.state {
                 SegmentState::Sealed {
                     end_position,
+                    next_offset,
                     max_timestamp,
-                    ..
-                } => {
-                    if max_timestamp < ts {
-                        continue;
-                    }
-                    end_position
-                }
-                SegmentState::Active { .. } => active_end,
-            };
-            let file = self.handle(seg).await?;
-            let index = self.index_of(seg, file.as_ref(), limit).await?;
-            let from = lock(&index).position_for_timestamp(ts).unwrap_or(0);
-            let mut pos = from;
-            while pos + batch::HEADER_LEN as u64 <= limit {
-                let head = file.read_at(pos, batch::HEADER_LEN).await?;
-                let Some(size) = batch::peek_size(&head) else {
-                    break;
-                };
-                let word =
-                    |at: usize| i64::from_be_bytes(head[at..at + 8].try_into().unwrap_or_default());
-                let (base, max_ts) = (word(0), word(35));
-                if max_ts >= ts && base < hw {
-                    // Inside an uncompressed batch, the first record at or
-                    // after `ts`; a compressed batch answers with its start.
-                    let whole = file.read_at(pos, size).await?;
-                    let exact = batch::record_times(&whole).and_then(|times| {
-                        times
-                            .into_iter()
-                            .find(|&(_, t)| t >= ts)
-                            .map(|(d, t)| (base + d, t))
-                    });
-                    return Ok(Some(exact.unwrap_or((base, max_ts))));
-                }
-                pos += size as u64;
+                } => (s.clone(), end_position, next_offset, max_timestamp),
+                SegmentState::Active { .. } => (
+                    s.clone(),
+                    v.active_end,
+                    v.high_watermark,
+                    v.active_max_timestamp,
+                ),
+            })
+            .collect();
+        (segments, v.log_start_offset)
+    }
+
+    /// The first batch of `seg` before `limit` whose max timestamp is at
+    /// least `ts`, whole.
+    async fn batch_reaching(
+        &self,
+        seg: &SegmentMeta,
+        limit: u64,
+        ts: i64,
+    ) -> io::Result<Option<Bytes>> {
+        let file = self.handle(seg).await?;
+        let index = self.index_of(seg, file.as_ref(), limit).await?;
+        let from = lock(&index).position_for_timestamp(ts).unwrap_or(0);
+        first_batch_reaching(file.as_ref(), from, limit, ts).await
+    }
+
+    /// The first record with a timestamp at or after `ts` (ListOffsets by
+    /// time); `None` if there is none. Inside a compressed batch, whose
+    /// records kaas does not decode, the batch's first offset and max
+    /// timestamp stand for it.
+    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<TimestampOffset>, LogError> {
+        let (segments, _) = self.timed_segments();
+        for (seg, limit, _, max_timestamp) in &segments {
+            if *max_timestamp < ts {
+                continue;
             }
+            let Some(whole) = self.batch_reaching(seg, *limit, ts).await? else {
+                continue;
+            };
+            let h = batch::parse(&whole)?;
+            let exact = batch::record_times(&whole)
+                .and_then(|times| times.into_iter().find(|&(_, t)| t >= ts));
+            let (offset, timestamp) = match exact {
+                Some((delta, t)) => (h.base_offset + delta, t),
+                None => (h.base_offset, h.max_timestamp),
+            };
+            return Ok(Some(TimestampOffset {
+                offset,
+                timestamp,
+                leader_epoch: h.leader_epoch,
+            }));
         }
         Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: the record with the largest timestamp, the
+    /// first of several that share it, as Kafka picks it: the first segment
+    /// and in it the first batch reaching the largest max timestamp. Inside a
+    /// compressed batch the batch's last offset stands for the record, as in
+    /// Kafka's compressed v2 batches. `None` for a log with no records.
+    pub async fn offset_of_max_timestamp(&self) -> Result<Option<TimestampOffset>, LogError> {
+        let (segments, start) = self.timed_segments();
+        let mut best: Option<&(SegmentMeta, u64, i64, i64)> = None;
+        for s in &segments {
+            let (_, limit, next_offset, max_timestamp) = s;
+            // Empty, or wholly below the log start: deleted, not yet unlinked.
+            if *limit == 0 || *next_offset <= start {
+                continue;
+            }
+            if best.is_none_or(|b| *max_timestamp > b.3) {
+                best = Some(s);
+            }
+        }
+        let Some((seg, limit, _, max_timestamp)) = best else {
+            return Ok(None);
+        };
+        let Some(whole) = self.batch_reaching(seg, *limit, *max_timestamp).await? else {
+            return Ok(None);
+        };
+        let h = batch::parse(&whole)?;
+        Ok(Some(TimestampOffset {
+            offset: batch::offset_of_max_timestamp(&whole).unwrap_or(h.last_offset()),
+            timestamp: h.max_timestamp,
+            leader_epoch: h.leader_epoch,
+        }))
+    }
+
+    /// OffsetForLeaderEpoch: the end of leader epoch `requested` and the
+    /// largest epoch at or below it that wrote records, from the segment
+    /// list (see `epochs`); the high watermark for the current epoch.
+    pub fn epoch_end_offset(&self, requested: i32) -> (i32, i64) {
+        let v = lock(&self.view);
+        let starts = epochs::epoch_starts(
+            &v.segments,
+            v.high_watermark,
+            v.log_start_offset,
+            self.epoch,
+        );
+        epochs::end_offset_for(&starts, requested, v.high_watermark)
     }
 
     /// Deletes sealed segments past retention: manifest first, then own

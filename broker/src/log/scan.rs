@@ -192,6 +192,34 @@ pub async fn scan(
     Ok(out)
 }
 
+/// The first whole batch from `position` (a batch boundary) up to `limit`
+/// whose max timestamp is at least `ts`. Only headers are read until one
+/// matches; a short read (a file shorter than its sealed end) ends the walk.
+pub async fn first_batch_reaching(
+    file: &dyn VfsFile,
+    mut position: u64,
+    limit: u64,
+    ts: i64,
+) -> io::Result<Option<Bytes>> {
+    while position + batch::HEADER_LEN as u64 <= limit {
+        let head = file.read_at(position, batch::HEADER_LEN).await?;
+        let (Some(size), Some(max_timestamp)) =
+            (batch::peek_size(&head), batch::peek_max_timestamp(&head))
+        else {
+            return Ok(None);
+        };
+        if position + size as u64 > limit {
+            return Ok(None);
+        }
+        if max_timestamp >= ts {
+            let whole = file.read_at(position, size).await?;
+            return Ok((whole.len() == size).then_some(whole));
+        }
+        position += size as u64;
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,9 @@
 //! A reader task reads ahead up to `max_in_flight` frames (pipelining);
 //! when that many wait, it stops reading and TCP pushes back on the client
 //! (backpressure). Responses go out in request order. A frame that cannot
-//! be a request closes the connection with a log line; nothing panics.
+//! be a request closes the connection with a log line; nothing panics. A
+//! request of a version this broker does not serve is answered with
+//! UNSUPPORTED_VERSION where the protocol allows (see `unsupported`).
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::frame::{read_frame, write_frame};
-use super::versions;
+use super::{unsupported, versions};
 
 #[derive(Clone, Debug)]
 pub struct ProtocolConfig {
@@ -113,9 +115,7 @@ pub async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes
             let (response, v) = versions::api_versions(version);
             return encode(&header, api, ResponseKind::ApiVersions(response), v).map(Some);
         }
-        return Err(Close(format!(
-            "{api:?} v{version} is not served by this broker"
-        )));
+        return refuse(&header, api, version, body).map(Some);
     }
     let request = RequestKind::decode(api, &mut body, version)
         .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
@@ -126,6 +126,42 @@ pub async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes
     response
         .map(|r| encode(&header, api, r, version))
         .transpose()
+}
+
+/// Answers a request of a version this broker does not serve with
+/// UNSUPPORTED_VERSION, when the codec can still read that version and its
+/// response has somewhere to put the error; otherwise the connection closes.
+fn refuse(
+    header: &RequestHeader,
+    api: ApiKey,
+    version: i16,
+    mut body: Bytes,
+) -> Result<Bytes, Close> {
+    let served = versions::supported(api)
+        .map_or_else(|| "none".to_owned(), |(min, max)| format!("v{min}-v{max}"));
+    let known = api.valid_versions();
+    if !(known.min..=known.max).contains(&version) {
+        return Err(Close(format!(
+            "{api:?} v{version} is not served by this broker (it serves {served}) \
+             and cannot be decoded to answer UNSUPPORTED_VERSION"
+        )));
+    }
+    let request = RequestKind::decode(api, &mut body, version).map_err(|e| {
+        Close(format!(
+            "{api:?} v{version} is not served by this broker (it serves {served}), \
+             and the request is malformed: {e}"
+        ))
+    })?;
+    let response = unsupported::answer(api, version, &request).ok_or_else(|| {
+        Close(format!(
+            "{api:?} v{version} is not served by this broker (it serves {served}), \
+             and this request has no response that could carry UNSUPPORTED_VERSION"
+        ))
+    })?;
+    tracing::debug!(
+        "answering {api:?} v{version} with UNSUPPORTED_VERSION (this broker serves {served})"
+    );
+    encode(header, api, response, version)
 }
 
 fn encode(
@@ -145,4 +181,215 @@ fn encode(
             ))
         })?;
     Ok(out.freeze())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use kafka_protocol::messages::{self as m, TopicName};
+    use kafka_protocol::protocol::{Decodable, StrBytes, encode_request_header_into_buffer};
+
+    use super::*;
+
+    /// Fails every request: a refused version must never reach the handler.
+    struct Untouched;
+
+    #[async_trait::async_trait]
+    impl Handler for Untouched {
+        async fn handle(
+            &self,
+            _: &RequestHeader,
+            request: RequestKind,
+        ) -> Result<Option<ResponseKind>, String> {
+            Err(format!("the handler was called with {request:?}"))
+        }
+    }
+
+    fn frame(api: ApiKey, version: i16, request: &RequestKind) -> Bytes {
+        let mut buf = BytesMut::new();
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(77)
+            .with_client_id(Some(StrBytes::from_static_str("test")));
+        encode_request_header_into_buffer(&mut buf, &header).unwrap();
+        request.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    /// Sends `request` through `respond` and decodes the answer as a client
+    /// of that version would.
+    async fn refused(api: ApiKey, version: i16, request: RequestKind) -> ResponseKind {
+        assert!(!versions::is_supported(api, version), "{api:?} v{version}");
+        let out = respond(&Untouched, frame(api, version, &request))
+            .await
+            .unwrap_or_else(|Close(why)| panic!("{api:?} v{version} closed: {why}"))
+            .unwrap();
+        let mut out = out;
+        let header =
+            ResponseHeader::decode(&mut out, api.response_header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, 77);
+        let response = ResponseKind::decode(api, &mut out, version).unwrap();
+        assert!(out.is_empty(), "{api:?} v{version}: trailing bytes");
+        response
+    }
+
+    fn topic(s: &'static str) -> TopicName {
+        TopicName(StrBytes::from_static_str(s))
+    }
+
+    #[tokio::test]
+    async fn a_produce_of_an_unserved_version_gets_the_error_on_every_partition() {
+        use m::produce_request::{PartitionProduceData, TopicProduceData};
+        let request = m::ProduceRequest::default()
+            .with_acks(1)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(topic("orders"))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default().with_index(0),
+                        PartitionProduceData::default().with_index(2),
+                    ]),
+            ]);
+        let ResponseKind::Produce(r) =
+            refused(ApiKey::Produce, 10, RequestKind::Produce(request)).await
+        else {
+            panic!("not a produce response");
+        };
+        assert_eq!(r.responses[0].name, topic("orders"));
+        let parts: Vec<_> = r.responses[0]
+            .partition_responses
+            .iter()
+            .map(|p| (p.index, p.error_code, p.base_offset))
+            .collect();
+        assert_eq!(parts, [(0, 35, -1), (2, 35, -1)]);
+    }
+
+    #[tokio::test]
+    async fn list_offsets_and_metadata_of_unserved_versions_name_what_was_asked() {
+        use m::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+        let request = m::ListOffsetsRequest::default().with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(topic("orders"))
+                .with_partitions(vec![
+                    ListOffsetsPartition::default().with_partition_index(4),
+                ]),
+        ]);
+        let ResponseKind::ListOffsets(r) =
+            refused(ApiKey::ListOffsets, 9, RequestKind::ListOffsets(request)).await
+        else {
+            panic!("not a list offsets response");
+        };
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.partition_index, p.error_code, p.offset), (4, 35, -1));
+
+        let request = m::MetadataRequest::default().with_topics(Some(vec![
+            m::metadata_request::MetadataRequestTopic::default().with_name(Some(topic("orders"))),
+        ]));
+        let ResponseKind::Metadata(r) =
+            refused(ApiKey::Metadata, 13, RequestKind::Metadata(request)).await
+        else {
+            panic!("not a metadata response");
+        };
+        assert_eq!(r.error_code, 35);
+        assert_eq!(r.topics[0].error_code, 35);
+    }
+
+    #[tokio::test]
+    async fn a_fetch_of_an_unserved_version_gets_the_top_level_error() {
+        let ResponseKind::Fetch(r) = refused(
+            ApiKey::Fetch,
+            13,
+            RequestKind::Fetch(m::FetchRequest::default()),
+        )
+        .await
+        else {
+            panic!("not a fetch response");
+        };
+        assert_eq!(r.error_code, 35);
+    }
+
+    #[tokio::test]
+    async fn apis_this_broker_does_not_serve_at_all_are_refused_not_dropped() {
+        let ResponseKind::EndTxn(r) =
+            refused(ApiKey::EndTxn, 3, RequestKind::EndTxn(Default::default())).await
+        else {
+            panic!("not an end txn response");
+        };
+        assert_eq!(r.error_code, 35);
+        // v5 (transactions v2) is beyond what this broker serves.
+        let ResponseKind::InitProducerId(r) = refused(
+            ApiKey::InitProducerId,
+            5,
+            RequestKind::InitProducerId(Default::default()),
+        )
+        .await
+        else {
+            panic!("not an init producer id response");
+        };
+        assert_eq!((r.error_code, r.producer_id.0), (35, -1));
+        // v3 of AddPartitionsToTxn has no top-level code: each partition says it.
+        let request = m::AddPartitionsToTxnRequest::default().with_v3_and_below_topics(vec![
+            m::add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic("orders"))
+                .with_partitions(vec![1]),
+        ]);
+        let ResponseKind::AddPartitionsToTxn(r) = refused(
+            ApiKey::AddPartitionsToTxn,
+            3,
+            RequestKind::AddPartitionsToTxn(request),
+        )
+        .await
+        else {
+            panic!("not an add partitions to txn response");
+        };
+        let p = &r.results_by_topic_v3_and_below[0].results_by_partition[0];
+        assert_eq!((p.partition_index, p.partition_error_code), (1, 35));
+    }
+
+    /// A request header for `api` at `version`, followed by `body`: for
+    /// versions the codec cannot even encode.
+    fn raw_frame(api: ApiKey, version: i16, body: &[u8]) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&(api as i16).to_be_bytes());
+        buf.extend_from_slice(&version.to_be_bytes());
+        buf.extend_from_slice(&5i32.to_be_bytes());
+        buf.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+        buf.extend_from_slice(body);
+        buf.freeze()
+    }
+
+    #[tokio::test]
+    async fn versions_the_codec_cannot_read_close_with_a_reason() {
+        for (api, version) in [
+            (ApiKey::Produce, 2),
+            (ApiKey::Fetch, 3),
+            (ApiKey::ListOffsets, 0),
+            (ApiKey::Metadata, 14),
+        ] {
+            let out = respond(&Untouched, raw_frame(api, version, &[0; 16])).await;
+            let Err(Close(why)) = out else {
+                panic!("{api:?} v{version} was answered");
+            };
+            assert!(why.contains("cannot be decoded"), "{why}");
+            assert!(why.contains(&format!("{api:?} v{version}")), "{why}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_nothing_could_carry_closes_with_a_reason() {
+        // acks=0: the client reads no response, so none may be sent.
+        let silent = RequestKind::Produce(m::ProduceRequest::default().with_acks(0));
+        let out = respond(&Untouched, frame(ApiKey::Produce, 10, &silent)).await;
+        let Err(Close(why)) = out else {
+            panic!("an acks=0 produce was answered");
+        };
+        assert!(why.contains("no response that could carry"), "{why}");
+        // A malformed body of a decodable version.
+        let torn = raw_frame(ApiKey::EndTxn, 3, &[0, 5, b'x']);
+        let Err(Close(why)) = respond(&Untouched, torn).await else {
+            panic!("a torn EndTxn was answered");
+        };
+        assert!(why.contains("malformed"), "{why}");
+    }
 }

@@ -3,6 +3,7 @@
 pub mod connection;
 pub mod frame;
 pub mod server;
+pub mod unsupported;
 pub mod versions;
 
 pub use connection::{Close, Handler, ProtocolConfig};

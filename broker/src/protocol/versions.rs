@@ -12,8 +12,9 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
-    // v7 adds MAX_TIMESTAMP (-3), which needs a max-timestamp lookup not written yet.
-    (ApiKey::ListOffsets, 1, 6),
+    // v7 adds MAX_TIMESTAMP (-3); v8 and v9 add the tiered-storage timestamps
+    // -4 and -5, not handled yet.
+    (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
@@ -36,6 +37,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::InitProducerId, 0, 4),
+    // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {

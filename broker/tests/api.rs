@@ -1,0 +1,338 @@
+//! Request handlers of one broker leading one partition, called directly.
+#![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
+
+use std::sync::Arc;
+
+use broker::api::{Api, ApiConfig};
+use broker::cluster::assignment::Assignment;
+use broker::cluster::placement::Leadership;
+use broker::leaders::Leaders;
+use broker::log::topic::{self, TopicMeta};
+use broker::log::{LogConfig, batch};
+use broker::protocol::Handler;
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::watch;
+use vfs::{MemVfs, Vfs};
+
+struct Broker {
+    api: Api,
+    leaders: Arc<Leaders>,
+    meta: TopicMeta,
+    publish: watch::Sender<Option<Assignment>>,
+}
+
+impl Broker {
+    /// Broker 0, leading partition 0 of `orders` in `epoch`.
+    async fn start(epoch: u32) -> Self {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
+        let meta = topic::create_topic(vfs.as_ref(), "orders", 1)
+            .await
+            .unwrap();
+        let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
+        let (publish, assignment) = watch::channel(None);
+        let api = Api::new(
+            vfs,
+            ApiConfig {
+                broker_id: 0,
+                advertised: "localhost:9092".into(),
+                auto_create_topics: false,
+                default_partitions: 1,
+                max_message_bytes: 1 << 20,
+            },
+            leaders.clone(),
+            assignment,
+        );
+        let b = Self {
+            api,
+            leaders,
+            meta,
+            publish,
+        };
+        b.lead(epoch).await;
+        b
+    }
+
+    /// Takes over the partition again in `epoch`, as after a new assignment.
+    async fn lead(&self, epoch: u32) {
+        self.assign(0, epoch).await;
+        assert_eq!(self.leaders.get(&self.meta.id, 0).unwrap().epoch(), epoch);
+    }
+
+    /// Publishes an assignment giving the partition to `leader` in `epoch`.
+    async fn assign(&self, leader: u32, epoch: u32) {
+        let a = Assignment {
+            controller: 0,
+            partitions: vec![(
+                self.meta.id.clone(),
+                0,
+                Leadership {
+                    leader,
+                    leader_epoch: epoch,
+                },
+            )],
+            ..Assignment::default()
+        };
+        self.leaders.sync(&a).await;
+        self.publish.send_replace(Some(a));
+    }
+
+    async fn call(&self, api: ApiKey, version: i16, request: RequestKind) -> ResponseKind {
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version);
+        self.api
+            .handle(&header, request)
+            .await
+            .unwrap()
+            .expect("a response")
+    }
+
+    async fn produce(&self, records: Bytes) {
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(orders())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(records)),
+                    ]),
+            ]);
+        let ResponseKind::Produce(r) = self
+            .call(ApiKey::Produce, 9, RequestKind::Produce(request))
+            .await
+        else {
+            panic!("not a produce response");
+        };
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+
+    async fn list_offsets(
+        &self,
+        version: i16,
+        partition: ListOffsetsPartition,
+    ) -> ListOffsetsPartitionResponse {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(orders())
+                    .with_partitions(vec![partition]),
+            ]);
+        let ResponseKind::ListOffsets(mut r) = self
+            .call(
+                ApiKey::ListOffsets,
+                version,
+                RequestKind::ListOffsets(request),
+            )
+            .await
+        else {
+            panic!("not a list offsets response");
+        };
+        r.topics.remove(0).partitions.remove(0)
+    }
+}
+
+impl Broker {
+    async fn fetch(&self, version: i16, current_leader_epoch: i32) -> PartitionData {
+        let request = FetchRequest::default()
+            .with_max_wait_ms(5_000)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(orders())
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(current_leader_epoch)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 20),
+                    ]),
+            ]);
+        let ResponseKind::Fetch(mut r) = self
+            .call(ApiKey::Fetch, version, RequestKind::Fetch(request))
+            .await
+        else {
+            panic!("not a fetch response");
+        };
+        r.responses.remove(0).partitions.remove(0)
+    }
+
+    async fn epoch_end(
+        &self,
+        version: i16,
+        topic: TopicName,
+        partition: i32,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> EpochEndOffset {
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(topic)
+                    .with_partitions(vec![
+                        OffsetForLeaderPartition::default()
+                            .with_partition(partition)
+                            .with_current_leader_epoch(current_leader_epoch)
+                            .with_leader_epoch(leader_epoch),
+                    ]),
+            ]);
+        let ResponseKind::OffsetForLeaderEpoch(mut r) = self
+            .call(
+                ApiKey::OffsetForLeaderEpoch,
+                version,
+                RequestKind::OffsetForLeaderEpoch(request),
+            )
+            .await
+        else {
+            panic!("not an offset for leader epoch response");
+        };
+        r.topics.remove(0).partitions.remove(0)
+    }
+}
+
+fn orders() -> TopicName {
+    TopicName(StrBytes::from_static_str("orders"))
+}
+
+fn at(timestamp: i64) -> ListOffsetsPartition {
+    ListOffsetsPartition::default()
+        .with_partition_index(0)
+        .with_timestamp(timestamp)
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn list_offsets_v7_answers_max_timestamp() {
+    let b = Broker::start(1).await;
+    let empty = b.list_offsets(7, at(-3)).await;
+    assert_eq!(
+        (empty.error_code, empty.offset, empty.timestamp),
+        (0, -1, -1),
+        "an empty partition has no largest timestamp"
+    );
+    b.produce(batch::build_timed(
+        (-1, -1, -1),
+        &[(100, b"a"), (900, b"b"), (300, b"c")],
+    ))
+    .await;
+    b.lead(2).await;
+    b.produce(batch::build_timed(
+        (-1, -1, -1),
+        &[(500, b"d"), (900, b"e")],
+    ))
+    .await;
+
+    let max = b.list_offsets(7, at(-3)).await;
+    assert_eq!(
+        (max.error_code, max.offset, max.timestamp, max.leader_epoch),
+        (0, 1, 900, 1),
+        "the first record at the largest timestamp, with its batch's epoch"
+    );
+    let by_time = b.list_offsets(7, at(400)).await;
+    assert_eq!(
+        (by_time.offset, by_time.timestamp, by_time.leader_epoch),
+        (1, 900, 1)
+    );
+    let latest = b.list_offsets(7, at(-1)).await;
+    assert_eq!((latest.offset, latest.leader_epoch), (5, 2));
+    // Before v4 there is no leader epoch to report.
+    let old = b.list_offsets(3, at(-3)).await;
+    assert_eq!((old.offset, old.leader_epoch), (1, -1));
+}
+
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn fetch_and_list_offsets_check_the_current_leader_epoch() {
+    let b = Broker::start(1).await;
+    b.produce(batch::build((-1, -1, -1), 1, &[b"a"])).await;
+    b.lead(3).await;
+    for (current, expected) in [
+        (-1, 0),
+        (3, 0),
+        (2, FENCED_LEADER_EPOCH),
+        (0, FENCED_LEADER_EPOCH),
+        (4, UNKNOWN_LEADER_EPOCH),
+    ] {
+        let started = tokio::time::Instant::now();
+        let d = b.fetch(12, current).await;
+        assert_eq!(d.error_code, expected, "fetch with epoch {current}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "answered without waiting for data"
+        );
+        if expected == 0 {
+            assert!(!d.records.unwrap().is_empty());
+        }
+        let l = b
+            .list_offsets(7, at(-1).with_current_leader_epoch(current))
+            .await;
+        assert_eq!(l.error_code, expected, "list offsets with epoch {current}");
+    }
+    // Before Fetch v9 and ListOffsets v4 the field does not exist: a stale
+    // value never reaches the handler as anything but -1.
+    assert_eq!(b.fetch(8, -1).await.error_code, 0);
+    assert_eq!(b.list_offsets(3, at(-1)).await.error_code, 0);
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn offset_for_leader_epoch_answers_where_each_epoch_ends() {
+    assert!(broker::protocol::versions::is_supported(
+        ApiKey::OffsetForLeaderEpoch,
+        2
+    ));
+    let b = Broker::start(1).await;
+    b.produce(batch::build((-1, -1, -1), 1, &[b"a", b"b", b"c"]))
+        .await;
+    b.lead(2).await; // writes nothing
+    b.lead(4).await;
+    b.produce(batch::build((-1, -1, -1), 1, &[b"d", b"e"]))
+        .await;
+    for version in 2..=4 {
+        for (requested, epoch, end) in [(1, 1, 3), (2, 1, 3), (3, 1, 3), (4, 4, 5), (5, -1, -1)] {
+            let r = b.epoch_end(version, orders(), 0, 4, requested).await;
+            assert_eq!(
+                (r.error_code, r.leader_epoch, r.end_offset),
+                (0, epoch, end),
+                "v{version}, epoch {requested}"
+            );
+        }
+        assert_eq!(b.epoch_end(version, orders(), 0, -1, 1).await.end_offset, 3);
+        let stale = b.epoch_end(version, orders(), 0, 2, 1).await;
+        assert_eq!(
+            (stale.error_code, stale.end_offset),
+            (FENCED_LEADER_EPOCH, -1)
+        );
+        let ahead = b.epoch_end(version, orders(), 0, 5, 1).await;
+        assert_eq!(ahead.error_code, UNKNOWN_LEADER_EPOCH);
+        let unknown = TopicName(StrBytes::from_static_str("nope"));
+        assert_eq!(b.epoch_end(version, unknown, 0, -1, 1).await.error_code, 3);
+        assert_eq!(b.epoch_end(version, orders(), 7, -1, 1).await.error_code, 3);
+    }
+    // Leadership moves to broker 1: this one answers NOT_LEADER_OR_FOLLOWER.
+    b.assign(1, 5).await;
+    let moved = b.epoch_end(4, orders(), 0, 5, 4).await;
+    assert_eq!((moved.error_code, moved.end_offset), (6, -1));
+}
