@@ -45,6 +45,11 @@ impl Broker {
             .unwrap();
         let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
         let (publish, assignment) = watch::channel(None);
+        let coordinators = Arc::new(broker::groups::Coordinators::new(
+            vfs.clone(),
+            0,
+            broker::groups::GroupConfig::default(),
+        ));
         let api = Api::new(
             vfs,
             ApiConfig {
@@ -55,6 +60,7 @@ impl Broker {
                 max_message_bytes: 1 << 20,
             },
             leaders.clone(),
+            coordinators,
             assignment,
         );
         let b = Self {
