@@ -258,7 +258,9 @@ async fn a_recreated_topic_never_sees_the_old_files() {
             Err(topic::TopicError::Exists(_))
         ));
         // What a delete does last: the name is released.
-        v.unlink(Path::new("topics/names/orders")).await.unwrap();
+        broker::log::names::release(v, "orders", None)
+            .await
+            .unwrap();
         let second = topic::create_topic(v, "orders", 1).await.unwrap();
         assert_ne!(first.id, second.id);
         assert_eq!(

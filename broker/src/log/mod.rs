@@ -8,13 +8,14 @@
 //!     <base offset>-<e>.log         segments of epoch e, append-only
 //!     <base offset>-<e>.index       sparse offset index, written at roll
 //!     <base offset>-<e>.timeindex   sparse time index, written at roll
-//! topics/names/<name>               claim: which topic id holds the name
+//! topics/names/<name>@<g>           claim generations: which topic id holds the name
 //! ```
 
 pub mod batch;
 pub mod epochs;
 pub mod fence;
 pub mod manifest;
+pub mod names;
 pub mod partition;
 pub mod producers;
 pub mod scan;

@@ -3,7 +3,8 @@
 //! ```text
 //! topics/<topic id>/topic.meta          name, id, partition count (atomic replace)
 //! topics/<topic id>/<p>/manifest-0000000000   the empty log every partition starts from
-//! topics/names/<name>                   claim naming the id that holds the name
+//! topics/names/<name>@<g>               generations of the claim naming the id
+//!                                       that holds the name (see `names`)
 //! ```
 //! A topic's directories are built under `topics/.staging-<id>` and renamed
 //! into place in one step, so nobody ever sees a half-created topic, and
@@ -23,11 +24,11 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::names::{self, NameClaim};
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 use vfs::durable::{
-    Claim, ClaimToken, EnvelopeError, atomic_replace, claim, converge_remove, open_envelope,
-    read_claim, seal,
+    ClaimToken, EnvelopeError, atomic_replace, claim, converge_remove, open_envelope, seal,
 };
 
 use super::manifest::Manifest;
@@ -62,10 +63,6 @@ pub fn topic_dir(id: &str) -> PathBuf {
 
 pub fn partition_dir(id: &str, partition: u32) -> PathBuf {
     topic_dir(id).join(partition.to_string())
-}
-
-fn name_path(name: &str) -> PathBuf {
-    Path::new(NAMES_DIR).join(name)
 }
 
 /// Kafka's rules: 1 to 249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
@@ -139,31 +136,22 @@ pub async fn create_topic_with(
         return Err(e.into());
     }
     let token = ClaimToken::fresh(&meta.id);
-    let mut result = claim(vfs, &name_path(name), &token, meta.id.as_bytes()).await;
-    if let Ok(Claim::Lost { payload, .. }) = &result {
+    let mut result = names::claim_name(vfs, name, &meta.id, &token).await;
+    if let Ok(NameClaim::Taken(holder)) = &result {
         // The name may still point at a deleted topic whose name release
         // was interrupted: finish that release, then claim once more.
-        let holder = String::from_utf8_lossy(payload).into_owned();
-        if release_stale_name(vfs, name, &holder).await? {
-            result = claim(vfs, &name_path(name), &token, meta.id.as_bytes()).await;
+        if release_stale_name(vfs, name, holder).await? {
+            result = names::claim_name(vfs, name, &meta.id, &token).await;
         }
     }
     match result {
-        Ok(Claim::Won) => {
+        Ok(NameClaim::Won) => {
             tracing::info!(name, id = %meta.id, partitions, "topic created");
             Ok(meta)
         }
-        Ok(Claim::Lost { .. }) => {
+        Ok(NameClaim::Taken(_)) => {
             discard(vfs, &final_dir).await;
             Err(TopicError::Exists(name.to_owned()))
-        }
-        Ok(Claim::Undecided(why)) => {
-            discard(vfs, &final_dir).await;
-            Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                format!("topic name {name:?} is being created by someone else ({why})"),
-            )
-            .into())
         }
         Err(e) => {
             discard(vfs, &final_dir).await;
@@ -210,16 +198,8 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
         Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             tracing::info!(name, holder, "releasing the name of a deleted topic");
-            release(vfs, name).await
+            names::release(vfs, name, Some(holder)).await
         }
-        Err(e) => Err(e),
-    }
-}
-
-async fn release(vfs: &dyn Vfs, name: &str) -> io::Result<bool> {
-    match vfs.unlink(&name_path(name)).await {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
         Err(e) => Err(e),
     }
 }
@@ -237,20 +217,11 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let nobody = ClaimToken::fresh("deleter");
-    match read_claim(vfs, &name_path(&meta.name), &nobody).await {
-        Ok(Claim::Lost { payload, .. }) if payload == meta.id.as_bytes() => {
-            match vfs.unlink(&name_path(&meta.name)).await {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
-        // The name already belongs to someone else, or to nobody.
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+    // Only this topic's hold on the name is released; a name that already
+    // belongs to someone else, or to nobody, stays as it is.
+    names::release(vfs, &meta.name, Some(&meta.id))
+        .await
+        .map(|_| ())
 }
 
 /// Removes what is left of deleted topics, as far as the volume allows now.
@@ -277,12 +248,8 @@ pub async fn reap_tombstones(vfs: &dyn Vfs) -> io::Result<Vec<String>> {
 /// The topic currently holding `name`, if any (fresh reads).
 pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> {
     validate_name(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let nobody = ClaimToken::fresh("reader");
-    let id = match read_claim(vfs, &name_path(name), &nobody).await {
-        Ok(Claim::Lost { payload, .. }) => String::from_utf8_lossy(&payload).into_owned(),
-        Ok(_) => return Ok(None),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(id) = names::holder(vfs, name).await? else {
+        return Ok(None);
     };
     match read_meta(vfs, &id).await {
         Ok(meta) => Ok(Some(meta)),

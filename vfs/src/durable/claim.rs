@@ -57,26 +57,45 @@ pub async fn claim(
     token: &ClaimToken,
     payload: &[u8],
 ) -> io::Result<Claim> {
+    if let Some(file) = create_slot(vfs, slot).await? {
+        fill_slot(file, token, payload).await?;
+    }
+    read_claim(vfs, slot, token).await
+}
+
+/// The first half of [`claim`]: the exclusive create. `None` if the slot
+/// already exists (or this create's reply was lost). For protocols that
+/// must look at something between creating a slot and filling it.
+pub async fn create_slot(
+    vfs: &dyn Vfs,
+    slot: &Path,
+) -> io::Result<Option<Box<dyn crate::VfsFile>>> {
+    match vfs.open(slot, OpenOptions::create_new()).await {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The second half of [`claim`]: writes `token` and `payload` into a slot
+/// this caller created, durably, and closes it.
+pub async fn fill_slot(
+    file: Box<dyn crate::VfsFile>,
+    token: &ClaimToken,
+    payload: &[u8],
+) -> io::Result<()> {
     let mut body = BytesMut::with_capacity(4 + token.bytes.len() + payload.len());
     body.put_u32(token.bytes.len() as u32);
     body.put_slice(&token.bytes);
     body.put_slice(payload);
     let sealed = seal(KIND, &body);
-
-    match vfs.open(slot, OpenOptions::create_new()).await {
-        Ok(file) => {
-            let written = async {
-                file.write_at(0, sealed).await?;
-                file.fsync().await
-            }
-            .await;
-            let closed = file.close().await;
-            written.and(closed)?;
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
+    let written = async {
+        file.write_at(0, sealed).await?;
+        file.fsync().await
     }
-    read_claim(vfs, slot, token).await
+    .await;
+    let closed = file.close().await;
+    written.and(closed)
 }
 
 /// Reads who holds `slot`, from the point of view of `token`.
