@@ -1,7 +1,9 @@
 """Python Kafka clients against the release `kaas` binary on 127.0.0.1.
 
 Covers what kaas serves today: metadata, produce, consume by assignment
-(no consumer groups yet), offsets by time, and creating / deleting topics.
+offsets by time, and creating / deleting topics, each client with its own
+default settings (idempotent producers where that is the default).
+Consumer groups and idempotence under failures are in test_groups.py.
 """
 
 import asyncio
@@ -92,7 +94,7 @@ def test_confluent_kafka_admin_produce_and_consume(broker):
     assert cluster.cluster_id, "a cluster id is reported"
     assert [n.id for n in cluster.nodes] == [0] and cluster.controller.id == 0
     assert admin.list_topics(timeout=5).cluster_id == cluster.cluster_id
-    p = Producer({"bootstrap.servers": broker.addr, "acks": "all", "enable.idempotence": False})
+    p = Producer({"bootstrap.servers": broker.addr, "acks": "all"})
     for i in range(200):
         p.produce(topic, key=f"k{i}", value=f"v{i}", partition=i % 2)
     assert p.flush(20) == 0
@@ -120,7 +122,7 @@ def test_confluent_kafka_admin_produce_and_consume(broker):
     # CreatePartitions: two more, and they get leaders.
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=20)
     wait_for_leader(lambda t: led(t) and len(admin.list_topics(t, timeout=5).topics[t].partitions) == 4, topic)
-    late = Producer({"bootstrap.servers": broker.addr, "enable.idempotence": False})
+    late = Producer({"bootstrap.servers": broker.addr})
     late.produce(topic, key="late", value="late", partition=3)
     assert late.flush(20) == 0
 
@@ -185,7 +187,7 @@ def test_kafka_python_offsets_for_times_and_recreate(broker):
     admin = KafkaAdminClient(bootstrap_servers=broker.addr)
     topic = topic_name()
     admin.create_topics([NewTopic(topic, 1, 1)])
-    producer = KafkaProducer(bootstrap_servers=broker.addr, acks="all", enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.addr, acks="all")
     base = int(time.time() * 1000)
     for i in range(50):
         producer.send(topic, key=b"k", value=f"m{i}".encode(), timestamp_ms=base + i * 10)
@@ -229,7 +231,7 @@ def test_aiokafka_produce_consume_and_survive_a_restart(broker):
     topic = topic_name()
 
     async def produce():
-        p = AIOKafkaProducer(bootstrap_servers=broker.addr, acks="all", enable_idempotence=False)
+        p = AIOKafkaProducer(bootstrap_servers=broker.addr, acks="all")
         await p.start()
         try:
             for i in range(100):

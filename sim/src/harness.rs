@@ -167,7 +167,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             match role {
                 "consumer-0" => workload::consumer(session, faults_end).await,
                 "admin-0" => workload::admin(session, faults_end).await,
-                _ => workload::producer(session, faults_end).await,
+                "producer-0" => workload::producer(session, faults_end, true).await,
+                _ => workload::producer(session, faults_end, false).await,
             }
         });
         clients.push(node);

@@ -47,6 +47,9 @@ pub enum Outcome {
 pub enum Event {
     Produce {
         client: String,
+        /// Idempotent producers' retries are deduplicated by the broker;
+        /// plain producers' retries may legitimately duplicate.
+        idempotent: bool,
         partition: i32,
         value: String,
         outcome: Outcome,
@@ -446,15 +449,24 @@ fn retriable(code: i16) -> bool {
     matches!(code, 6 | 5 | 3 | 7 | 56 | 19)
 }
 
-/// An idempotent producer writing unique values until `until`.
-pub async fn producer(mut s: Session, until: Duration) {
-    let (mut pid, mut epoch) = s.init_producer_id().await;
+/// A producer writing unique values until `until`, idempotent or plain
+/// (no producer id: retries may duplicate, as in Kafka).
+pub async fn producer(mut s: Session, until: Duration, idempotent: bool) {
+    let (mut pid, mut epoch) = if idempotent {
+        s.init_producer_id().await
+    } else {
+        (-1, -1)
+    };
     let mut seq: BTreeMap<i32, i32> = BTreeMap::new();
     let mut n = 0u64;
     while s.now() < until {
         let partition = (n % PARTITIONS as u64) as i32;
         let value = format!("{}-{n}", s.name);
-        let sequence = *seq.entry(partition).or_insert(0);
+        let sequence = if idempotent {
+            *seq.entry(partition).or_insert(0)
+        } else {
+            -1
+        };
         let batch = broker::log::batch::build(
             (pid, epoch, sequence),
             broker::clock::now_ms(),
@@ -485,17 +497,19 @@ pub async fn producer(mut s: Session, until: Duration) {
             Outcome::Acked { .. } => {
                 seq.insert(partition, sequence.wrapping_add(1));
             }
-            _ => {
+            _ if idempotent => {
                 // Its fate is unknown or it was refused: start over as a new
                 // producer so later values never depend on it.
                 (pid, epoch) = s.init_producer_id().await;
                 seq.clear();
             }
+            _ => {}
         }
         s.history.record(
             s.now(),
             Event::Produce {
                 client: s.name.clone(),
+                idempotent,
                 partition,
                 value,
                 outcome,
