@@ -184,6 +184,16 @@ impl Api {
         }
     }
 
+    /// Deletes a topic, then keeps removing its files in the background
+    /// (for up to ten minutes; the controller's sweep does the rest).
+    async fn delete_and_reap(&self, meta: &TopicMeta) -> std::io::Result<()> {
+        topic::delete_topic(self.vfs.as_ref(), meta).await?;
+        let vfs = self.vfs.clone();
+        let id = meta.id.clone();
+        tokio::spawn(async move { topic::reap_tombstone(vfs.as_ref(), &id, 300).await });
+        Ok(())
+    }
+
     /// FindCoordinator: the broker leading the key's coordinator slot.
     /// Groups and transactional ids share the slots.
     fn find_coordinator(
@@ -1010,7 +1020,7 @@ impl Api {
                 } else {
                     code(ResponseError::UnknownTopicId)
                 }),
-                Some(m) => match topic::delete_topic(self.vfs.as_ref(), &m).await {
+                Some(m) => match self.delete_and_reap(&m).await {
                     Ok(()) if version >= 6 => result
                         .with_name(Some(topic_name(&m.name)))
                         .with_topic_id(uuid_of(&m)),

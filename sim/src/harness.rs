@@ -407,7 +407,9 @@ pub async fn observe(
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
     let started = Instant::now();
     let mut reported_absent = std::collections::BTreeSet::new();
-    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 8);
+    // Three missed heartbeats, plus the longest pause the fault schedule
+    // injects (8 s) and a stalled NFS server (5 s) on top.
+    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14);
     let mut interval = tokio::time::interval(OBSERVE_EVERY);
     loop {
         interval.tick().await;

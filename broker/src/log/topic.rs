@@ -224,6 +224,24 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
         .map(|_| ())
 }
 
+/// Re-drives the removal of one deleted topic's tombstone until it is gone
+/// or `attempts` passes failed. The deleter runs this right away: it knows
+/// the path, while the controller's sweep ([`reap_tombstones`]) finds
+/// tombstones through a directory listing that NFS may serve stale for up
+/// to a minute.
+pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
+    let path = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{id}"));
+    for _ in 0..attempts {
+        match converge_remove(vfs, &path).await {
+            Ok(r) if r.is_gone() => return true,
+            Ok(_) => {}
+            Err(e) => tracing::debug!(topic_id = id, error = %e, "reaping the tombstone; retrying"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+    false
+}
+
 /// Removes what is left of deleted topics, as far as the volume allows now.
 /// Returns the tombstones still pending (open handles somewhere, or `.nfs`
 /// files); call again later until it returns none.
