@@ -1,5 +1,8 @@
 //! Command-line arguments of the simulator.
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
 use clap::Parser;
 
 #[derive(Clone, Debug, Parser)]
@@ -7,13 +10,18 @@ use clap::Parser;
     name = "sim",
     about = "Deterministic simulation of a kaas cluster on a shared volume",
     long_about = "Runs kaas brokers, with their real code, on the madsim deterministic \
-runtime. Everything (scheduling, time, randomness, faults) derives from --seed, so a \
-seed replays exactly: the same seed always prints the same digest."
+runtime, with Kafka clients, a seeded fault timeline and a checker of the history. \
+Everything (scheduling, time, randomness, faults) derives from the seed, so a seed \
+replays exactly: the same seed always prints the same digest."
 )]
 pub struct Args {
     /// Seed of the run; everything random in the simulation derives from it.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "seeds")]
     pub seed: u64,
+
+    /// Sweep the seeds A..B (A included, B excluded), e.g. `--seeds 1..101`.
+    #[arg(long, value_parser = parse_seeds)]
+    pub seeds: Option<(u64, u64)>,
 
     /// Run this many consecutive seeds, starting at --seed.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -23,11 +31,95 @@ pub struct Args {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub brokers: u32,
 
-    /// Simulated seconds to run.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..))]
-    pub duration_secs: u64,
+    /// Simulated seconds of workload and faults; the clients' last retries
+    /// and the liveness phase (up to 60 s) come after.
+    #[arg(long, alias = "duration-secs", default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..))]
+    pub duration: u64,
+
+    /// Faults to inject: `all`, `none`, or a comma-separated list of
+    /// crash, pause, isolate, cut, nfs-restart, nfs (the model NFS's own
+    /// faults: lost replies, EIO, ENOSPC, write-back, stalls, ...).
+    #[arg(long, default_value = "all", value_parser = parse_faults)]
+    pub faults: FaultSet,
+
+    /// Run each seed twice and fail if the traces differ.
+    #[arg(long)]
+    pub check_determinism: bool,
+
+    /// Write the trace of the (last) run to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
 
     /// Print every trace event.
     #[arg(long)]
     pub verbose: bool,
+}
+
+impl Args {
+    /// The seeds to run, in order.
+    pub fn seed_range(&self) -> std::ops::Range<u64> {
+        match self.seeds {
+            Some((a, b)) => a..b,
+            None => self.seed..self.seed.saturating_add(self.count),
+        }
+    }
+}
+
+/// Which faults a run injects.
+pub type FaultSet = BTreeSet<&'static str>;
+
+pub const FAULT_KINDS: &[&str] = &["crash", "pause", "isolate", "cut", "nfs-restart", "nfs"];
+
+fn parse_faults(s: &str) -> Result<FaultSet, String> {
+    match s {
+        "all" => return Ok(FAULT_KINDS.iter().copied().collect()),
+        "none" => return Ok(FaultSet::new()),
+        _ => {}
+    }
+    s.split(',')
+        .map(|k| {
+            FAULT_KINDS
+                .iter()
+                .find(|known| **known == k.trim())
+                .copied()
+                .ok_or_else(|| {
+                    format!(
+                        "unknown fault {k:?}; known: all, none, {}",
+                        FAULT_KINDS.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s:?} is not a range like 1..101"))?;
+    let a: u64 = a.parse().map_err(|e| format!("{a:?}: {e}"))?;
+    let b: u64 = b.parse().map_err(|e| format!("{b:?}: {e}"))?;
+    if b <= a {
+        return Err(format!("{s:?} is empty"));
+    }
+    Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_fault_lists_parse() {
+        let a = Args::try_parse_from(["sim", "--seeds", "5..8", "--faults", "crash,nfs"]).unwrap();
+        assert_eq!(a.seed_range(), 5..8);
+        assert_eq!(a.faults, ["crash", "nfs"].into_iter().collect());
+        let b = Args::try_parse_from(["sim", "--seed", "3", "--count", "2", "--faults", "none"])
+            .unwrap();
+        assert_eq!(b.seed_range(), 3..5);
+        assert!(b.faults.is_empty());
+        assert!(Args::try_parse_from(["sim", "--faults", "meteor"]).is_err());
+        assert!(Args::try_parse_from(["sim", "--seeds", "9..9"]).is_err());
+        let c = Args::try_parse_from(["sim", "--duration-secs", "30"]).unwrap();
+        assert_eq!(c.duration, 30);
+    }
 }

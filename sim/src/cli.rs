@@ -1,54 +1,114 @@
 //! The simulator's command line (simulation build).
 
+use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use crate::args::Args;
-use crate::harness::{self, Options};
+use crate::args::{Args, FAULT_KINDS};
+use crate::harness::{self, Options, Report};
 
 pub fn main() -> ExitCode {
     let args = Args::parse();
     init_logging();
-    let mut failed = Vec::new();
-    for seed in args.seed..args.seed.saturating_add(args.count) {
-        let report = harness::run(&Options::new(
+    let seeds = args.seed_range();
+    let total = seeds.end - seeds.start;
+    let faults = if args.faults.len() == FAULT_KINDS.len() {
+        "all".to_owned()
+    } else if args.faults.is_empty() {
+        "none".to_owned()
+    } else {
+        args.faults.iter().copied().collect::<Vec<_>>().join(",")
+    };
+    println!(
+        "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
+        args.brokers,
+        args.duration,
+        seeds.start,
+        seeds.end,
+        if args.check_determinism {
+            " check-determinism"
+        } else {
+            ""
+        }
+    );
+    let wall = Instant::now();
+    let mut simulated = Duration::ZERO;
+    let mut failed: Vec<(u64, Vec<String>)> = Vec::new();
+    let mut last_trace = Vec::new();
+    for (done, seed) in seeds.clone().enumerate() {
+        let opts = Options::with_faults(
             seed,
             args.brokers,
-            Duration::from_secs(args.duration_secs),
-        ));
-        if args.verbose {
-            for line in &report.trace {
-                println!("  {line}");
+            Duration::from_secs(args.duration),
+            args.faults.clone(),
+        );
+        let mut report = harness::run(&opts);
+        if args.check_determinism {
+            let again = harness::run(&opts);
+            if again.trace != report.trace {
+                let at = report
+                    .trace
+                    .iter()
+                    .zip(&again.trace)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(report.trace.len().min(again.trace.len()));
+                report.violations.push(format!(
+                    "nondeterminism the second run diverged at trace line {at}: {:?} vs {:?} (digests {} and {})",
+                    report.trace.get(at),
+                    again.trace.get(at),
+                    report.digest,
+                    again.digest
+                ));
             }
         }
-        let verdict = if report.passed() { "PASS" } else { "FAIL" };
-        println!(
-            "seed={seed} digest={} events={} faults={} nfs-faults={} nfs-leftovers={} verdict={verdict}",
-            report.digest,
-            report.events,
-            report.faults,
-            nfs_fault_count(&report.nfs),
-            report.nfs_leftovers
-        );
+        simulated += report.simulated;
+        print_report(&args, &report);
         if !report.passed() {
-            for v in &report.violations {
-                println!("  violation: {v}");
-            }
-            println!(
-                "  replay: cargo run -p sim -- --seed {seed} --brokers {} --duration-secs {}",
-                args.brokers, args.duration_secs
+            failed.push((seed, report.violations.clone()));
+        }
+        last_trace = report.trace;
+        if total > 1 {
+            eprint!(
+                "\r[{}/{total}] {} failed, {:.0} s",
+                done + 1,
+                failed.len(),
+                wall.elapsed().as_secs_f64()
             );
-            failed.push(seed);
+            let _ = std::io::stderr().flush();
         }
     }
-    if args.count > 1 {
-        println!(
-            "{} passed, {} failed",
-            args.count - failed.len() as u64,
-            failed.len()
-        );
+    if total > 1 {
+        eprintln!();
+    }
+    if let Some(path) = &args.trace {
+        let text = last_trace.join("\n") + "\n";
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("cannot write the trace to {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let secs = wall.elapsed().as_secs_f64().max(1e-9);
+    println!(
+        "{} passed, {} failed; {:.0} simulated seconds in {secs:.1} s of wall time ({:.1}x), {:.0} seeds per minute",
+        total - failed.len() as u64,
+        failed.len(),
+        simulated.as_secs_f64(),
+        simulated.as_secs_f64() / secs,
+        total as f64 * 60.0 / secs
+    );
+    if !failed.is_empty() {
+        println!("failures:");
+        println!("| seed | first violation | replay |");
+        println!("|---|---|---|");
+        for (seed, violations) in &failed {
+            println!(
+                "| {seed} | {} | `{}` |",
+                violations.first().map_or("", String::as_str),
+                replay(&args, *seed)
+            );
+        }
     }
     if failed.is_empty() {
         ExitCode::SUCCESS
@@ -57,8 +117,87 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn replay(args: &Args, seed: u64) -> String {
+    let mut cmd = format!(
+        "cargo run -p sim -- --seed {seed} --brokers {} --duration {}",
+        args.brokers, args.duration
+    );
+    if args.faults.len() != FAULT_KINDS.len() {
+        let list: Vec<&str> = args.faults.iter().copied().collect();
+        let list = if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join(",")
+        };
+        cmd.push_str(&format!(" --faults {list}"));
+    }
+    cmd
+}
+
+fn print_report(args: &Args, report: &Report) {
+    if args.verbose {
+        for line in &report.trace {
+            println!("  {line}");
+        }
+    }
+    let verdict = if report.passed() { "PASS" } else { "FAIL" };
+    println!(
+        "seed={} digest={} events={} faults={} nfs-faults={} nfs-leftovers={} verdict={verdict}",
+        report.seed,
+        report.digest,
+        report.events,
+        report.faults,
+        nfs_fault_count(&report.nfs),
+        report.nfs_leftovers
+    );
+    if args.verbose || !report.passed() {
+        let kinds: Vec<String> = report
+            .fault_counts
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        let n = &report.nfs;
+        println!(
+            "  injected {} | nfs writebacks={} lost-replies={} eio={} enospc={} interrupts={} stalls={} crashes={} server-restarts={}",
+            kinds.join(" "),
+            n.writebacks,
+            n.lost_replies,
+            n.eio,
+            n.enospc,
+            n.interrupts,
+            n.stalls,
+            n.crashes,
+            n.server_restarts
+        );
+        let checked: Vec<String> = report
+            .checked
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        println!(
+            "  checked {} | operations={} simulated={:.1}s",
+            checked.join(" "),
+            report.operations,
+            report.simulated.as_secs_f64()
+        );
+    }
+    if !report.passed() {
+        for v in &report.violations {
+            println!("  violation: {v}");
+        }
+        println!("  replay: {}", replay(args, report.seed));
+    }
+}
+
 fn nfs_fault_count(s: &vfs::model::FaultStats) -> u64 {
-    s.writebacks + s.lost_replies + s.eio + s.enospc + s.interrupts + s.stalls + s.crashes
+    s.writebacks
+        + s.lost_replies
+        + s.eio
+        + s.enospc
+        + s.interrupts
+        + s.stalls
+        + s.crashes
+        + s.server_restarts
 }
 
 fn init_logging() {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use vfs::Vfs;
 use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
+use crate::args::{FAULT_KINDS, FaultSet};
 use crate::checker;
 use crate::nfs_hook::NfsCrashHook;
 use crate::trace::Trace;
@@ -27,16 +28,33 @@ pub struct Options {
     pub duration: Duration,
     /// The shared volume's behaviour and faults.
     pub nfs: NfsConfig,
+    /// Fault kinds the timeline may use (see `args::FAULT_KINDS`).
+    pub faults: FaultSet,
 }
 
 impl Options {
-    /// The default run: `brokers` brokers on a hostile model NFS.
+    /// The default run: `brokers` brokers on a hostile model NFS, every fault.
     pub fn new(seed: u64, brokers: u32, duration: Duration) -> Self {
+        Self::with_faults(
+            seed,
+            brokers,
+            duration,
+            FAULT_KINDS.iter().copied().collect(),
+        )
+    }
+
+    pub fn with_faults(seed: u64, brokers: u32, duration: Duration, faults: FaultSet) -> Self {
+        let nfs = if faults.contains("nfs") {
+            NfsConfig::hostile()
+        } else {
+            NfsConfig::default()
+        };
         Self {
             seed,
             brokers,
             duration,
-            nfs: NfsConfig::hostile(),
+            nfs,
+            faults,
         }
     }
 }
@@ -50,6 +68,12 @@ pub struct Report {
     /// Client operations in the history, and how many writes were acknowledged.
     pub operations: usize,
     pub acked_writes: usize,
+    /// Faults injected, by kind.
+    pub fault_counts: BTreeMap<&'static str, usize>,
+    /// Operations each invariant was checked against.
+    pub checked: BTreeMap<&'static str, usize>,
+    /// Simulated time the run took.
+    pub simulated: Duration,
     /// What the model NFS injected.
     pub nfs: FaultStats,
     /// `.nfs` files left on the volume at the end.
@@ -89,6 +113,9 @@ pub fn run(opts: &Options) -> Report {
             faults: 0,
             operations: 0,
             acked_writes: 0,
+            fault_counts: BTreeMap::new(),
+            checked: BTreeMap::new(),
+            simulated: Duration::ZERO,
             nfs: FaultStats::default(),
             nfs_leftovers: 0,
             violations: vec![format!("panic: {why}")],
@@ -177,17 +204,20 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     let faults = schedule(
         &mut madsim::rand::thread_rng(),
+        &opts.faults,
         opts.brokers,
         clients.len(),
         faults_end,
     );
+    let mut fault_counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for f in &faults {
         tokio::time::sleep(f.at.saturating_sub(start.elapsed())).await;
         trace.record(format!("{} fault {}", stamp(), f.describe()));
-        apply(&handle, &brokers, &clients, f, true);
+        *fault_counts.entry(f.kind.name()).or_default() += 1;
+        apply(&handle, &nfs, &brokers, &clients, f, true);
         tokio::time::sleep(f.lasts).await;
         trace.record(format!("{} heal {}", stamp(), f.describe()));
-        apply(&handle, &brokers, &clients, f, false);
+        apply(&handle, &nfs, &brokers, &clients, f, false);
     }
 
     // Liveness: with every fault healed and the clients done (their last
@@ -210,9 +240,17 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .unwrap_or_default();
 
     let events = history.events();
+    for (at, e) in &events {
+        trace.record(format!(
+            "{:>9.3}s {}",
+            at.as_secs_f64(),
+            workload::describe(e)
+        ));
+    }
     let mut violations = violations.take();
     violations.extend(checker::check(&events, &logs));
     violations.extend(leftovers(&nfs).await);
+    let checked = checker::counts(&events, &logs);
     let (acked, polls) = events.iter().fold((0, 0), |(a, p), (_, e)| match e {
         Event::Produce {
             outcome: workload::Outcome::Acked { .. },
@@ -239,6 +277,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         faults: faults.len(),
         operations: events.len(),
         acked_writes: acked,
+        fault_counts,
+        checked,
+        simulated: start.elapsed(),
         nfs: stats,
         nfs_leftovers: nfs.nfs_leftovers().len(),
         violations,
@@ -267,6 +308,21 @@ pub enum FaultKind {
     Isolate(usize),
     /// Cut one client off one broker.
     CutLink { client: usize, broker: usize },
+    /// Restart the NFS server: unstable writes not yet committed are lost
+    /// (clients resend them after the write verifier changes).
+    NfsRestart,
+}
+
+impl FaultKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultKind::Crash(_) => "crash",
+            FaultKind::Pause(_) => "pause",
+            FaultKind::Isolate(_) => "isolate",
+            FaultKind::CutLink { .. } => "cut",
+            FaultKind::NfsRestart => "nfs-restart",
+        }
+    }
 }
 
 impl Fault {
@@ -276,28 +332,47 @@ impl Fault {
             FaultKind::Pause(b) => format!("pause broker-{b}"),
             FaultKind::Isolate(b) => format!("isolate broker-{b}"),
             FaultKind::CutLink { client, broker } => format!("cut client-{client} broker-{broker}"),
+            FaultKind::NfsRestart => "nfs-restart".to_owned(),
         }
     }
 }
 
 /// The seeded fault timeline: one after another, each healed before the
-/// next, all over before `end`. Every run has a crash so recovery runs.
-pub fn schedule(rng: &mut impl Rng, brokers: u32, clients: usize, end: Duration) -> Vec<Fault> {
+/// next, all over before `end`. With crashes enabled, the first fault is a
+/// crash so recovery runs in every seed.
+pub fn schedule(
+    rng: &mut impl Rng,
+    enabled: &FaultSet,
+    brokers: u32,
+    clients: usize,
+    end: Duration,
+) -> Vec<Fault> {
+    let kinds: Vec<&str> = ["crash", "pause", "isolate", "cut", "nfs-restart"]
+        .into_iter()
+        .filter(|k| enabled.contains(k))
+        .collect();
     let mut out = Vec::new();
+    if kinds.is_empty() {
+        return out;
+    }
     let mut t = Duration::from_millis(rng.gen_range(3_000..8_000));
-    let mut first = true;
     while t + Duration::from_secs(10) < end {
         let broker = rng.gen_range(0..brokers) as usize;
-        let kind = match (first, rng.gen_range(0..4)) {
-            (true, _) | (_, 0) => FaultKind::Crash(broker),
-            (_, 1) => FaultKind::Pause(broker),
-            (_, 2) => FaultKind::Isolate(broker),
-            _ => FaultKind::CutLink {
+        let pick = if out.is_empty() && kinds.contains(&"crash") {
+            "crash"
+        } else {
+            kinds[rng.gen_range(0..kinds.len())]
+        };
+        let kind = match pick {
+            "crash" => FaultKind::Crash(broker),
+            "pause" => FaultKind::Pause(broker),
+            "isolate" => FaultKind::Isolate(broker),
+            "cut" => FaultKind::CutLink {
                 client: rng.gen_range(0..clients),
                 broker,
             },
+            _ => FaultKind::NfsRestart,
         };
-        first = false;
         let lasts = Duration::from_millis(rng.gen_range(1_000..8_000));
         out.push(Fault { at: t, lasts, kind });
         t += lasts + Duration::from_millis(rng.gen_range(2_000..10_000));
@@ -305,9 +380,18 @@ pub fn schedule(rng: &mut impl Rng, brokers: u32, clients: usize, end: Duration)
     out
 }
 
-fn apply(handle: &Handle, brokers: &[NodeHandle], clients: &[NodeHandle], f: &Fault, on: bool) {
+fn apply(
+    handle: &Handle,
+    nfs: &ModelNfs,
+    brokers: &[NodeHandle],
+    clients: &[NodeHandle],
+    f: &Fault,
+    on: bool,
+) {
     let net = madsim::net::NetSim::current();
     match f.kind {
+        FaultKind::NfsRestart if on => nfs.restart_server(),
+        FaultKind::NfsRestart => {}
         FaultKind::Crash(b) if on => handle.kill(brokers[b].id()),
         FaultKind::Crash(b) => handle.restart(brokers[b].id()),
         FaultKind::Pause(b) if on => handle.pause(brokers[b].id()),

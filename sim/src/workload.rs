@@ -73,6 +73,55 @@ pub enum Event {
         incarnation: u32,
         values: Vec<String>,
     },
+    /// The admin fetched the topic after its deletion was acknowledged.
+    DeletedRead {
+        incarnation: u32,
+        values: Vec<String>,
+    },
+}
+
+/// One line of the trace for an event.
+pub fn describe(e: &Event) -> String {
+    match e {
+        Event::Produce {
+            client,
+            partition,
+            value,
+            outcome,
+            ..
+        } => format!("{client} produce {partition} {value} -> {outcome:?}"),
+        Event::Poll {
+            client,
+            partition,
+            from,
+            got,
+        } => format!(
+            "{client} poll {partition}@{from} -> {} records{}",
+            got.len(),
+            got.last()
+                .map_or(String::new(), |(o, _)| format!(" up to {o}"))
+        ),
+        Event::Commit {
+            partition,
+            offset,
+            acked,
+        } => format!(
+            "commit {partition}@{offset} -> {}",
+            if *acked { "ok" } else { "failed" }
+        ),
+        Event::Committed { partition, offset } => format!("offset-fetch {partition} -> {offset}"),
+        Event::ChurnRead {
+            incarnation,
+            values,
+        } => format!("admin read churn#{incarnation} -> {} records", values.len()),
+        Event::DeletedRead {
+            incarnation,
+            values,
+        } => format!(
+            "admin read deleted churn#{incarnation} -> {} records",
+            values.len()
+        ),
+    }
 }
 
 /// Everything the clients did, in order, with simulated timestamps.
@@ -605,8 +654,26 @@ pub async fn admin(mut s: Session, until: Duration) {
                 },
             );
         }
-        while s.now() < until && !s.delete_topic(CHURN_TOPIC).await {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut deleted = false;
+        while s.now() < until && !deleted {
+            deleted = s.delete_topic(CHURN_TOPIC).await;
+            if !deleted {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        if deleted {
+            // Acknowledged deleted: nobody may serve its records any more.
+            let values = match s.fetch(CHURN_TOPIC, 0, 0).await {
+                Some((got, _)) => got.into_iter().map(|(_, v, _)| v).collect(),
+                None => Vec::new(),
+            };
+            s.history.record(
+                s.now(),
+                Event::DeletedRead {
+                    incarnation,
+                    values,
+                },
+            );
         }
         tokio::time::sleep(Duration::from_millis(1_000)).await;
     }
