@@ -284,7 +284,8 @@ mod tests {
     fn each_anomaly_is_reported_alone_and_by_name() {
         let base = [(0, "a", 1), (1, "b", 1), (2, "c", 1)];
         let clean_log = logs(&[(0, &base)]);
-        let cases: Vec<(&str, Vec<(Duration, Event)>, FinalLogs)> = vec![
+        type History = Vec<(Duration, Event)>;
+        let cases: Vec<(&str, History, FinalLogs)> = vec![
             (
                 "lost-write",
                 vec![acked(0, "b", 1, 1), acked(0, "z", 7, 1)],
