@@ -712,8 +712,8 @@ pub async fn converge(
                 }
             }
             if next > end {
-                tracing::debug!(partition, end, records = ?log.iter().map(|r| (r.0, r.1.clone(), r.2)).collect::<Vec<_>>(), "final log");
-                log.retain(|r| r.1 != sentinel);
+                // Sentinels stay: they are ordinary plain writes, and the
+                // offsets of the final read must have no gaps.
                 logs.insert(partition, log);
                 break;
             }

@@ -150,14 +150,32 @@ pub async fn create_topic_with(
             Ok(meta)
         }
         Ok(NameClaim::Taken(_)) => {
-            discard(vfs, &final_dir).await;
+            abandon(vfs, &meta.id).await;
             Err(TopicError::Exists(name.to_owned()))
         }
         Err(e) => {
-            discard(vfs, &final_dir).await;
+            abandon(vfs, &meta.id).await;
             Err(e.into())
         }
     }
+}
+
+/// A topic that lost its name (or whose claim failed) is turned into a
+/// tombstone in one rename, like a deleted topic: the name's readers may
+/// still point at it (a claim can be complete and yet have lost to its
+/// successor), and a tombstoned id reads as deleted, which frees the name.
+/// The reaper removes its files.
+async fn abandon(vfs: &dyn Vfs, id: &str) {
+    let tombstone = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{id}"));
+    match vfs.rename(&topic_dir(id), &tombstone).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(topic_id = id, error = %e, "could not abandon a topic that lost its name; it stays unnamed");
+            return;
+        }
+    }
+    reap_tombstone(vfs, id, 1).await;
 }
 
 async fn stage(
@@ -231,13 +249,15 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
 /// to a minute.
 pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
     let path = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{id}"));
-    for _ in 0..attempts {
+    for attempt in 1..=attempts {
         match converge_remove(vfs, &path).await {
             Ok(r) if r.is_gone() => return true,
             Ok(_) => {}
             Err(e) => tracing::debug!(topic_id = id, error = %e, "reaping the tombstone; retrying"),
         }
-        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        if attempt < attempts {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
     }
     false
 }
