@@ -187,11 +187,14 @@ impl Api {
     /// Deletes a topic, then keeps removing its files in the background
     /// (for up to ten minutes; the controller's sweep does the rest).
     async fn delete_and_reap(&self, meta: &TopicMeta) -> std::io::Result<()> {
-        topic::delete_topic(self.vfs.as_ref(), meta).await?;
+        let deleted = topic::delete_topic(self.vfs.as_ref(), meta).await;
+        // Even a failed call may have renamed the topic to its tombstone
+        // (the name's release is what failed, or a reply was lost); reaping
+        // a tombstone that is not there is a no-op.
         let vfs = self.vfs.clone();
         let id = meta.id.clone();
         tokio::spawn(async move { topic::reap_tombstone(vfs.as_ref(), &id, 300).await });
-        Ok(())
+        deleted
     }
 
     /// FindCoordinator: the broker leading the key's coordinator slot.

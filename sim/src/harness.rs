@@ -415,14 +415,21 @@ fn apply(
 /// deleted topic is left on the server (read from the server's own tree,
 /// so no client cache and no injected fault stands in the way).
 fn leftovers(nfs: &ModelNfs) -> Vec<String> {
-    nfs.dump()
-        .lines()
-        .filter_map(|l| l.split(' ').next())
+    let tree = nfs.dump();
+    let paths: Vec<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
+    paths
+        .iter()
         .filter(|p| {
             p.strip_prefix("topics/")
                 .is_some_and(|rest| rest.starts_with(".tombstone-") && !rest.contains('/'))
         })
-        .map(|p| format!("deletion-leftover {p} was never reaped"))
+        .map(|p| {
+            let inside: Vec<&str> = paths
+                .iter()
+                .filter_map(|q| q.strip_prefix(p).and_then(|r| r.strip_prefix('/')))
+                .collect();
+            format!("deletion-leftover {p} was never reaped; it still holds {inside:?}")
+        })
         .collect()
 }
 

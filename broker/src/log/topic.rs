@@ -252,7 +252,7 @@ pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
     for attempt in 1..=attempts {
         match converge_remove(vfs, &path).await {
             Ok(r) if r.is_gone() => return true,
-            Ok(_) => {}
+            Ok(r) => tracing::debug!(topic_id = id, left = ?r, "tombstone not gone yet"),
             Err(e) => tracing::debug!(topic_id = id, error = %e, "reaping the tombstone; retrying"),
         }
         if attempt < attempts {
@@ -276,8 +276,14 @@ pub async fn reap_tombstones(vfs: &dyn Vfs) -> io::Result<Vec<String>> {
         // controller creates topics one at a time, so outside a create
         // call every staging directory is abandoned.
         let path = Path::new(TOPICS_DIR).join(&entry.name);
-        if !converge_remove(vfs, &path).await?.is_gone() {
-            pending.push(entry.name);
+        // One tombstone the volume refuses today must not stop the others.
+        match converge_remove(vfs, &path).await {
+            Ok(r) if r.is_gone() => {}
+            Ok(_) => pending.push(entry.name),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "reaping; retrying next tick");
+                pending.push(entry.name);
+            }
         }
     }
     Ok(pending)
