@@ -94,6 +94,7 @@ fn lookup_error(e: &std::io::Error) -> i16 {
     if e.kind() == std::io::ErrorKind::InvalidInput {
         code(ResponseError::InvalidTopicException)
     } else {
+        tracing::warn!(error = %e, "topic lookup failed");
         code(ResponseError::KafkaStorageError)
     }
 }
@@ -606,7 +607,10 @@ impl Api {
                                 .with_error_code(code(ResponseError::OffsetOutOfRange))
                                 .with_high_watermark(end)
                                 .with_log_start_offset(start_of(start)),
-                            Err(_) => d.with_error_code(code(ResponseError::KafkaStorageError)),
+                            Err(e) => {
+                                tracing::warn!(dir = %log.dir().display(), offset = p.fetch_offset, error = %e, "read failed");
+                                d.with_error_code(code(ResponseError::KafkaStorageError))
+                            }
                         }
                     }
                 };

@@ -891,3 +891,64 @@ async fn epoch_end_offsets_follow_the_takeovers() {
         assert_eq!(log.epoch_end_offset(4), (4, 45), "{name}");
     }
 }
+
+/// A new leader does not seal the previous leader's tail in place: those
+/// bytes may have reached the NFS server without being committed (written,
+/// never fsynced, then the writer crashed), and a server restart drops
+/// them. The takeover copies them into its own segment and commits them, so
+/// every offset below its high watermark stays readable.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn an_uncommitted_tail_is_adopted_not_sealed_in_place() {
+    use vfs::model::Faults;
+    let config = NfsConfig {
+        faults: Faults {
+            writeback_probability: 1.0,
+            ..Faults::default()
+        },
+        ..NfsConfig::default()
+    };
+    let nfs = ModelNfs::new(config, 3);
+    let a: Arc<dyn Vfs> = Arc::new(nfs.host(1));
+    let b: Arc<dyn Vfs> = Arc::new(nfs.host(2));
+    let meta = new_topic(a.as_ref()).await;
+    let first = lead(a.clone(), &meta, 1, small()).await.unwrap();
+    for i in 0..3 {
+        first.append(record(i)).await.unwrap();
+    }
+    // The leader of epoch 1 writes one more batch and dies before its
+    // fsync; memory pressure had already sent the pages, unstable.
+    let dir = topic::partition_dir(&meta.id, 0);
+    let segment = dir.join(broker::log::manifest::segment_file(0, 1, "log"));
+    let f = a.open(&segment, OpenOptions::write()).await.unwrap();
+    let end = f.stat().await.unwrap().len;
+    let mut tail = record(3).to_vec();
+    batch::stamp(&mut tail, 3, 1);
+    f.write_at(end, Bytes::from(tail)).await.unwrap();
+    // Any operation may trigger write-back; go on until the server has it.
+    for _ in 0..100 {
+        let _ = a.stat(Path::new("topics")).await;
+        let seen = vfs::read_file(b.as_ref(), &segment).await.unwrap();
+        if seen.len() as u64 > end {
+            break;
+        }
+    }
+    // Crashed before anything closed (a close would commit).
+    nfs.crash_host(1);
+    drop((first, f));
+
+    let second = lead(b.clone(), &meta, 2, small()).await.unwrap();
+    assert_eq!(second.high_watermark(), 4, "the tail is adopted");
+    nfs.restart_server(); // drops what was never committed
+    let values: Vec<Vec<u8>> = read_all(&second, 0)
+        .await
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(values, (0..4).map(value).collect::<Vec<_>>());
+    second.append(record(4)).await.unwrap();
+    drop(second);
+    // And the next leader still reads all of it.
+    let third = lead(b, &meta, 3, small()).await.unwrap();
+    assert_eq!(read_all(&third, 0).await.len(), 5);
+}

@@ -227,6 +227,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         let _ = t.await;
     }
     trace.record(format!("{} workload done", stamp()));
+    // The volume heals too: its caches stay, its injected faults stop.
+    nfs.set_faults(vfs::model::Faults::default());
     let reader = handle
         .create_node()
         .name("final-reader")

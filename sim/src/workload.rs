@@ -161,8 +161,14 @@ pub fn records(set: &[u8], from: i64) -> Vec<(i64, String, i32)> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < set.len() {
-        let Ok(h) = broker::log::batch::parse(&set[at..]) else {
-            break; // a partial batch at the end of a size-limited fetch
+        let h = match broker::log::batch::parse(&set[at..]) {
+            Ok(h) => h,
+            Err(e) => {
+                // A partial batch at the end of a size-limited fetch is
+                // normal; anything else is worth a line.
+                tracing::debug!(at, len = set.len(), error = %e, head = ?&set[at..set.len().min(at + 24)], "unparsable batch in a fetch");
+                break;
+            }
         };
         if at + h.size > set.len() {
             break;
@@ -341,7 +347,10 @@ impl Session {
         partition: i32,
         from: i64,
     ) -> Option<(Vec<(i64, String, i32)>, i64)> {
-        let to = self.leader(topic, partition).await?;
+        let Some(to) = self.leader(topic, partition).await else {
+            tracing::debug!(client = %self.name, topic, partition, "no leader known");
+            return None;
+        };
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(100)
@@ -365,13 +374,15 @@ impl Session {
             Ok(ResponseKind::Fetch(r)) => {
                 let p = r.responses.first()?.partitions.first()?;
                 if p.error_code != 0 {
+                    tracing::debug!(client = %self.name, topic, partition, from, code = p.error_code, "fetch refused");
                     self.forget(topic, partition);
                     return None;
                 }
                 let set = p.records.clone().unwrap_or_default();
                 Some((records(&set, from), p.high_watermark))
             }
-            _ => {
+            other => {
+                tracing::debug!(client = %self.name, topic, partition, from, ?other, "fetch failed");
                 self.forget(topic, partition);
                 None
             }
@@ -696,9 +707,13 @@ pub async fn converge(
                 broker::clock::now_ms(),
                 &[sentinel.as_bytes()],
             );
-            let Ok((0, end, _)) = s.produce(TOPIC, partition, batch).await else {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
+            let end = match s.produce(TOPIC, partition, batch).await {
+                Ok((0, end, _)) => end,
+                other => {
+                    tracing::debug!(partition, ?other, "final write not acknowledged yet");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
             };
             let mut log = Vec::new();
             let mut next = 0;
@@ -708,7 +723,11 @@ pub async fn converge(
                         next = got.last().map_or(next, |r| r.0 + 1);
                         log.extend(got);
                     }
-                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                    Some((_, hw)) => {
+                        tracing::debug!(partition, next, end, hw, "final read got nothing");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    None => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
             }
             if next > end {

@@ -593,6 +593,9 @@ async fn eio_fails_requests_with_a_clear_error() {
         "{err}"
     );
     assert!(nfs.stats().eio >= 1);
+    // Healed: the same request goes through.
+    nfs.set_faults(Faults::default());
+    a.mkdir(p("d")).await.unwrap();
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

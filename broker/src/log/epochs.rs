@@ -34,18 +34,31 @@ pub fn epoch_starts(
     current: u32,
 ) -> Vec<EpochStart> {
     let mut starts: Vec<EpochStart> = Vec::new();
+    let mut previous_epoch = None;
     for s in segments {
         let next = match s.state {
             SegmentState::Sealed { next_offset, .. } => next_offset,
             SegmentState::Active { .. } => high_watermark,
         };
-        let written = next > s.base_offset;
+        // Adopted batches are the previous segment's epoch's (its unsealed
+        // tail, copied here at takeover); this epoch starts after them.
+        let own_start = s.adopted_until.unwrap_or(s.base_offset);
+        if let Some(prev) = previous_epoch.filter(|_| own_start > s.base_offset) {
+            if starts.last().is_none_or(|e: &EpochStart| e.epoch != prev) {
+                starts.push(EpochStart {
+                    epoch: prev,
+                    start_offset: s.base_offset,
+                });
+            }
+        }
+        previous_epoch = Some(s.epoch);
+        let written = next > own_start;
         if (!written && s.epoch != current) || starts.last().is_some_and(|e| e.epoch == s.epoch) {
             continue;
         }
         starts.push(EpochStart {
             epoch: s.epoch,
-            start_offset: s.base_offset,
+            start_offset: own_start,
         });
     }
     let below = starts
@@ -99,6 +112,7 @@ mod tests {
 
     fn sealed(base_offset: i64, epoch: u32, next_offset: i64) -> SegmentMeta {
         SegmentMeta {
+            adopted_until: None,
             base_offset,
             epoch,
             state: SegmentState::Sealed {
@@ -111,6 +125,7 @@ mod tests {
 
     fn active(base_offset: i64, epoch: u32) -> SegmentMeta {
         SegmentMeta {
+            adopted_until: None,
             base_offset,
             epoch,
             state: SegmentState::Active {

@@ -36,6 +36,11 @@ pub struct SegmentMeta {
     pub base_offset: i64,
     pub epoch: u32,
     pub state: SegmentState,
+    /// Where this segment's own epoch starts: the batches before it are the
+    /// previous leader's unsealed tail, copied here at takeover (see
+    /// `PartitionLog::open_as_leader`). `None`: from `base_offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_until: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

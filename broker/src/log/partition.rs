@@ -5,11 +5,14 @@
 //!    leader is fenced at its next confirmation;
 //! 2. walk down from `E-1` to the newest epoch that wrote a manifest, giving
 //!    every epoch on the way a claim file (so its leader is fenced too);
-//! 3. seal that manifest's active segment at its last valid batch, scanning
-//!    only from the checkpoint (a torn tail or a zombie's late bytes after
-//!    it are cut off, and a line says so);
-//! 4. create this epoch's own segment and write `manifest-<E>` naming it;
-//! 5. producer state = checkpoint + the batches of the scanned tail.
+//! 3. scan that manifest's active segment from its checkpoint to the last
+//!    valid batch (a torn tail or a zombie's late bytes after it are cut
+//!    off, and a line says so), and seal it at the checkpoint;
+//! 4. create this epoch's own segment, copy the scanned tail into it and
+//!    fsync it (the tail may have reached the server without ever being
+//!    committed, and a server restart would drop it), then write
+//!    `manifest-<E>` naming it;
+//! 5. producer state = checkpoint + the batches of the adopted tail.
 //!
 //! Appends share one write and one fsync per flush cycle, and are
 //! acknowledged only once a leadership check made after that fsync says this
@@ -217,6 +220,15 @@ impl PartitionLog {
             .into());
         }
         let mut producers = manifest.producers.clone();
+        // The previous leader's bytes past its checkpoint may never have
+        // been committed at the NFS server (written, seen by this host,
+        // then dropped by a server restart), so they are not sealed in
+        // place: the valid ones are copied into this epoch's segment and
+        // made durable here, and the old segment is sealed at the
+        // checkpoint, which only ever names committed data.
+        let mut adopted = Bytes::new();
+        let mut adopted_batches: Vec<(u64, batch::BatchHeader)> = Vec::new();
+        let mut adopted_max_ts = -1;
         if let Some(last) = manifest.segments.last_mut() {
             if let SegmentState::Active {
                 checkpoint_position,
@@ -226,69 +238,100 @@ impl PartitionLog {
             {
                 let path = dir.join(last.file_name());
                 let file = v.open(&path, OpenOptions::read()).await?;
-                let tail = scan(
-                    file.as_ref(),
-                    checkpoint_position,
-                    checkpoint_next_offset,
-                    None,
-                )
+                let tail = async {
+                    let tail = scan(
+                        file.as_ref(),
+                        checkpoint_position,
+                        checkpoint_next_offset,
+                        None,
+                    )
+                    .await?;
+                    let len = (tail.end_position - checkpoint_position) as usize;
+                    let bytes = if len > 0 {
+                        file.read_at(checkpoint_position, len).await?
+                    } else {
+                        Bytes::new()
+                    };
+                    Ok::<_, io::Error>((tail, bytes))
+                }
                 .await;
                 let _ = file.close().await;
-                let tail = tail?;
+                let (tail, bytes) = tail?;
+                if bytes.len() as u64 != tail.end_position - checkpoint_position {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{}: the tail shrank while it was copied", path.display()),
+                    )
+                    .into());
+                }
                 if let Some(why) = &tail.cut {
                     tracing::warn!(
                         segment = %path.display(),
                         cut_at = tail.end_position,
                         ignored_bytes = tail.file_len - tail.end_position,
-                        "sealing at the last valid batch: {why}"
+                        "adopting the tail up to the last valid batch: {why}"
                     );
                 }
-                for (_, h) in &tail.batches {
+                for (pos, h) in &tail.batches {
                     producers.observe(h);
+                    adopted_batches.push((pos - checkpoint_position, *h));
                 }
+                adopted = bytes;
+                adopted_max_ts = tail.max_timestamp;
                 last.state = SegmentState::Sealed {
-                    end_position: tail.end_position,
-                    next_offset: tail.next_offset,
-                    max_timestamp: max_timestamp.max(tail.max_timestamp),
+                    end_position: checkpoint_position,
+                    next_offset: checkpoint_next_offset,
+                    max_timestamp,
                 };
             }
         }
-        let next_offset = manifest.next_offset();
+        let base_offset = manifest.next_offset();
+        let next_offset = adopted_batches
+            .last()
+            .map_or(base_offset, |(_, h)| h.next_offset());
+        let position = adopted.len() as u64;
         let own = SegmentMeta {
-            base_offset: next_offset,
+            base_offset,
             epoch,
             state: SegmentState::Active {
-                checkpoint_position: 0,
+                checkpoint_position: position,
                 checkpoint_next_offset: next_offset,
-                max_timestamp: -1,
+                max_timestamp: adopted_max_ts,
             },
+            adopted_until: (next_offset > base_offset).then_some(next_offset),
         };
         let file = v
             .open(&dir.join(own.file_name()), OpenOptions::create_new())
             .await?;
+        if !adopted.is_empty() {
+            file.write_all_and_sync(0, vec![adopted]).await?;
+        }
         manifest.epoch = epoch;
         manifest.producers = producers.clone();
         manifest.segments.push(own);
         manifest.write(v, &dir).await?;
 
-        let index: SharedIndex =
-            Arc::new(Mutex::new(SegmentIndex::new(config.index_interval_bytes)));
+        let mut own_index = SegmentIndex::new(config.index_interval_bytes);
+        for (pos, h) in &adopted_batches {
+            own_index.add(*pos, h);
+        }
+        let index: SharedIndex = Arc::new(Mutex::new(own_index));
         let log = Self {
             view: Mutex::new(View {
                 segments: manifest.segments.clone(),
-                indexes: BTreeMap::from([((next_offset, epoch), index.clone())]),
+                indexes: BTreeMap::from([((base_offset, epoch), index.clone())]),
                 log_start_offset: manifest.log_start_offset,
                 high_watermark: next_offset,
-                active_end: 0,
-                active_max_timestamp: -1,
+                active_end: position,
+                active_max_timestamp: adopted_max_ts,
                 handles: BTreeMap::new(),
                 pending_deletes: Vec::new(),
             }),
             writer: tokio::sync::Mutex::new(Writer {
                 file,
-                position: 0,
+                position,
                 next_offset,
-                max_timestamp: -1,
+                max_timestamp: adopted_max_ts,
                 index,
                 since_checkpoint: 0,
                 producers,
@@ -602,6 +645,7 @@ impl PartitionLog {
             }
         }
         let next = SegmentMeta {
+            adopted_until: None,
             base_offset: w.next_offset,
             epoch: self.epoch,
             state: SegmentState::Active {
@@ -686,7 +730,27 @@ impl PartitionLog {
             let file = self.handle(seg).await?;
             let index = self.index_of(seg, file.as_ref(), limit).await?;
             let from = lock(&index).position_for(offset);
-            let out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+            let mut out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+            if out.is_empty() {
+                // The records are there (below the segment's end), so this
+                // host's view through a long-lived handle is stale (NFS
+                // serves reads from cached pages up to a cached size). A
+                // fresh open revalidates (close-to-open).
+                lock(&self.view)
+                    .handles
+                    .remove(&(seg.base_offset, seg.epoch));
+                let file = self.handle(seg).await?;
+                out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+                if out.is_empty() {
+                    return Err(LogError::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "{}: no batch at offset {offset} (position {from}) below its end {limit}",
+                            seg.file_name()
+                        ),
+                    )));
+                }
+            }
             return Ok(result(out));
         }
         Ok(result(Bytes::new()))

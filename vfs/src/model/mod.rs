@@ -82,6 +82,12 @@ impl ModelNfs {
         self.lock().crash_host(id);
     }
 
+    /// Replaces the injected faults (not the caching behaviour), e.g. to let
+    /// a simulation heal before its liveness checks.
+    pub fn set_faults(&self, faults: Faults) {
+        self.lock().config.faults = faults;
+    }
+
     /// The server restarts: data written but not committed is dropped.
     pub fn restart_server(&self) {
         self.lock().restart_server();
