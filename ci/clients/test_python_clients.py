@@ -1,9 +1,13 @@
 """Python Kafka clients against the release `kaas` binary on 127.0.0.1.
 
-Covers what kaas serves today: metadata, produce, consume by assignment
-offsets by time, and creating / deleting topics, each client with its own
-default settings (idempotent producers where that is the default).
-Consumer groups and idempotence under failures are in test_groups.py.
+Covers what kaas serves today, for each of confluent-kafka, kafka-python and
+aiokafka with its own default settings (idempotent producers where that is
+the default): produce; consume from the earliest offset; offsets by time;
+creating a topic, describing and altering its configs (Kafka's defaults
+reported for what is not set), deleting it, and a recreated topic starting
+empty; a broker restart (SIGTERM, then the same data directory) keeping
+everything acknowledged. Consumer groups and idempotence under failures are
+in test_groups.py.
 """
 
 import asyncio
@@ -66,6 +70,22 @@ def broker():
 
 def topic_name():
     return f"py-{uuid.uuid4().hex[:10]}"
+
+
+def wait_until(cond, timeout, what, interval=0.3):
+    """Polls `cond` until it returns something true; exceptions count as not yet."""
+    deadline = time.time() + timeout
+    last = None
+    while True:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - reported if the deadline passes
+            last = e
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last!r})")
+        time.sleep(interval)
 
 
 def wait_for_leader(admin_list_topics, topic, timeout=20):
@@ -180,6 +200,100 @@ def test_confluent_kafka_topic_configs(broker):
     admin.delete_topics([topic])[topic].result(timeout=20)
 
 
+def test_confluent_kafka_offsets_for_times_restart_and_recreate(broker):
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.addr})
+    topic = topic_name()
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=20)
+
+    def produce(values, timestamps=None):
+        # librdkafka's defaults: acks=all, no idempotence.
+        p = Producer({"bootstrap.servers": broker.addr})
+        acked, failed = [], []
+
+        def report(err, msg):
+            (failed if err is not None else acked).append(err or msg.offset())
+
+        for i, v in enumerate(values):
+            ts = {"timestamp": timestamps[i]} if timestamps else {}
+            p.produce(topic, value=v, partition=0, on_delivery=report, **ts)
+        assert p.flush(30) == 0, "everything is delivered"
+        assert failed == [], failed[:5]
+        return sorted(acked)
+
+    base = int(time.time() * 1000)
+    offsets = produce([f"c{i}" for i in range(50)], [base + i * 10 for i in range(50)])
+    assert offsets == list(range(50)), offsets
+
+    def consume_from_earliest(n):
+        # A consumer group of its own, starting at the earliest offset.
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.addr,
+                "group.id": f"grp-{uuid.uuid4().hex[:10]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([topic])
+        out = []
+        deadline = time.time() + 30
+        while len(out) < n and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.value().decode()))
+        # Nothing more than what was acknowledged shows up.
+        m = c.poll(1.0)
+        assert m is None or m.error() is not None, (m.offset(), m.value())
+        c.close()
+        return out
+
+    def offset_for(ts):
+        c = Consumer({"bootstrap.servers": broker.addr, "group.id": "unused", "enable.auto.commit": False})
+        try:
+            return c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0].offset
+        finally:
+            c.close()
+
+    assert consume_from_earliest(50) == [(i, f"c{i}") for i in range(50)]
+    assert offset_for(base + 255) == 26, "the first message at or after the time"
+    assert offset_for(base) == 0
+
+    # Restart: SIGTERM, then the same data directory. Everything
+    # acknowledged is there, and the time index still answers.
+    broker.stop()
+    broker.start()
+    assert consume_from_earliest(50) == [(i, f"c{i}") for i in range(50)]
+    assert wait_until(lambda: offset_for(base + 255) == 26, 20, "offsets_for_times after the restart")
+
+    # Delete, then recreate under the same name: the new topic starts empty.
+    admin.delete_topics([topic])[topic].result(timeout=20)
+    wait_until(lambda: topic not in admin.list_topics(timeout=5).topics, 20, f"{topic} gone")
+
+    def recreate():
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=20)
+            return True
+        except KafkaException as e:
+            # The deletion may still be in progress; anything else fails.
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise AssertionError(f"recreating {topic}: {e}") from None
+            return False
+
+    wait_until(recreate, 20, f"{topic} recreated")
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": "unused", "enable.auto.commit": False})
+    marks = wait_until(
+        lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5), 20, "watermarks of the new topic"
+    )
+    c.close()
+    assert tuple(marks) == (0, 0), f"a recreated topic starts empty: {marks}"
+    assert produce(["fresh"]) == [0]
+    assert consume_from_earliest(1) == [(0, "fresh")]
+    admin.delete_topics([topic])[topic].result(timeout=20)
+
+
 def test_kafka_python_offsets_for_times_and_recreate(broker):
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import NewTopic
@@ -224,6 +338,78 @@ def test_kafka_python_offsets_for_times_and_recreate(broker):
     admin.close()
 
 
+def test_kafka_python_topic_configs_and_restart(broker):
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.addr)
+    topic = topic_name()
+    admin.create_topics([NewTopic(topic, 1, 1)])
+
+    def describe():
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+        return {k: (v["value"], v["config_source"]) for k, v in described["topic"][topic].items()}
+
+    configs = describe()
+    assert configs["segment.bytes"] == ("1073741824", "DEFAULT_CONFIG"), "Kafka's default is reported"
+    assert configs["retention.ms"] == ("604800000", "DEFAULT_CONFIG")
+    assert configs["cleanup.policy"] == ("delete", "DEFAULT_CONFIG")
+
+    # The client's default: IncrementalAlterConfigs (the broker offers it).
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})])
+    assert result == {"topic": {topic: "OK"}}, result
+    configs = describe()
+    assert configs["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    assert configs["segment.bytes"] == ("1073741824", "DEFAULT_CONFIG")
+    # The legacy AlterConfigs (the client re-sends the other overrides).
+    result = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.bytes": "1048576"})], incremental=False
+    )
+    assert result == {"topic": {topic: "OK"}}, result
+    configs = describe()
+    assert configs["retention.bytes"] == ("1048576", "DYNAMIC_TOPIC_CONFIG")
+    assert configs["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": "compact"})])
+    assert result["topic"][topic] != "OK", "compaction is refused"
+    assert describe()["cleanup.policy"] == ("delete", "DEFAULT_CONFIG")
+
+    # kafka-python's defaults: acks=all, idempotent.
+    producer = KafkaProducer(bootstrap_servers=broker.addr)
+    futures = [producer.send(topic, value=f"p{i}".encode()) for i in range(100)]
+    offsets = sorted(f.get(timeout=30).offset for f in futures)
+    producer.close()
+    assert offsets == list(range(100)), offsets
+
+    tp = TopicPartition(topic, 0)
+
+    def consume_from_earliest():
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.addr, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        consumer.assign([tp])
+        values = []
+        deadline = time.time() + 30
+        while len(values) < 100 and time.time() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value.decode() for r in records)
+        consumer.close()
+        return values
+
+    assert consume_from_earliest() == [f"p{i}" for i in range(100)]
+    admin.close()
+    # Restart: SIGTERM, then the same data directory.
+    broker.stop()
+    broker.start()
+    assert consume_from_earliest() == [f"p{i}" for i in range(100)]
+    admin = KafkaAdminClient(bootstrap_servers=broker.addr)
+    configs = describe()
+    assert configs["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG"), "configs survive the restart"
+    assert configs["retention.bytes"] == ("1048576", "DYNAMIC_TOPIC_CONFIG")
+    admin.delete_topics([topic])
+    wait_until(lambda: topic not in admin.list_topics(), 20, f"{topic} gone")
+    admin.close()
+
+
 def test_aiokafka_produce_consume_and_survive_a_restart(broker):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
@@ -260,3 +446,185 @@ def test_aiokafka_produce_consume_and_survive_a_restart(broker):
     broker.stop()
     broker.start()
     assert asyncio.run(asyncio.wait_for(consume(), 60)) == [f"a{i}" for i in range(100)]
+
+
+def test_aiokafka_admin_offsets_for_times_and_recreate(broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.structs import TopicPartition
+
+    topic = topic_name()
+    tp = TopicPartition(topic, 0)
+    TOPIC_ALREADY_EXISTS = 36
+
+    def ok(errors):
+        # (name, error_code, ...) per topic or per resource.
+        bad = [e for e in errors if e[1] != 0]
+        assert bad == [], bad
+
+    async def create(admin, **configs):
+        deadline = time.time() + 20
+        while True:
+            r = await admin.create_topics([NewTopic(topic, 1, 1, topic_configs=configs)])
+            (name, code, *_) = r.topic_errors[0]
+            # The deletion of a topic of that name may still be in progress.
+            if code == TOPIC_ALREADY_EXISTS and time.time() < deadline:
+                await asyncio.sleep(0.3)
+                continue
+            ok(r.topic_errors)
+            return
+
+    async def describe(admin):
+        (r,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        (res,) = r.resources
+        # (error_code, error_message, resource_type, resource_name, entries)
+        assert res[0] == 0, res
+        return {e[0]: e[1] for e in res[4]}
+
+    async def admin_part():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.addr)
+        await admin.start()
+        try:
+            await create(admin, **{"retention.bytes": "1048576"})
+            configs = await describe(admin)
+            assert configs["retention.bytes"] == "1048576"
+            assert configs["segment.bytes"] == "1073741824", "Kafka's default is reported"
+            assert configs["retention.ms"] == "604800000"
+            # aiokafka only has the legacy AlterConfigs, which replaces the
+            # topic's whole set of overrides: retention.bytes goes back to
+            # its default.
+            (r,) = await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})])
+            assert [(x[0], x[3]) for x in r.resources] == [(0, topic)], r
+            configs = await describe(admin)
+            assert configs["retention.ms"] == "7200000"
+            assert configs["retention.bytes"] == "-1", "AlterConfigs replaces every override"
+            assert configs["segment.bytes"] == "1073741824"
+        finally:
+            await admin.close()
+
+    async def produce(values, base):
+        # aiokafka's defaults: acks=1, no idempotence.
+        p = AIOKafkaProducer(bootstrap_servers=broker.addr)
+        await p.start()
+        try:
+            offsets = []
+            for i, v in enumerate(values):
+                md = await p.send_and_wait(topic, v.encode(), partition=0, timestamp_ms=base + i * 10)
+                offsets.append(md.offset)
+            return offsets
+        finally:
+            await p.stop()
+
+    async def consume(n):
+        c = AIOKafkaConsumer(bootstrap_servers=broker.addr, group_id=None, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            out = []
+            while len(out) < n:
+                batch = await c.getmany(tp, timeout_ms=1000)
+                for records in batch.values():
+                    out.extend((r.offset, r.value.decode()) for r in records)
+            return out
+        finally:
+            await c.stop()
+
+    async def offsets_for_times(*times):
+        c = AIOKafkaConsumer(bootstrap_servers=broker.addr, group_id=None)
+        await c.start()
+        try:
+            found = [(await c.offsets_for_times({tp: t}))[tp] for t in times]
+            ends = await c.beginning_offsets([tp]), await c.end_offsets([tp])
+            return [f.offset for f in found], ends
+        finally:
+            await c.stop()
+
+    async def delete_and_recreate():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.addr)
+        await admin.start()
+        try:
+            r = await admin.delete_topics([topic])
+            ok(r.topic_error_codes)
+            deadline = time.time() + 20
+            while topic in await admin.list_topics():
+                assert time.time() < deadline, f"{topic} still listed after its deletion"
+                await asyncio.sleep(0.3)
+            await create(admin)
+            configs = await describe(admin)
+            assert configs["retention.ms"] == "604800000", "a recreated topic has no old overrides"
+        finally:
+            await admin.close()
+
+    async def delete():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.addr)
+        await admin.start()
+        try:
+            ok((await admin.delete_topics([topic])).topic_error_codes)
+        finally:
+            await admin.close()
+
+    asyncio.run(asyncio.wait_for(admin_part(), 30))
+    base = int(time.time() * 1000)
+    assert asyncio.run(asyncio.wait_for(produce([f"t{i}" for i in range(50)], base), 30)) == list(range(50))
+    assert asyncio.run(asyncio.wait_for(consume(50), 30)) == [(i, f"t{i}") for i in range(50)]
+    found, ends = asyncio.run(asyncio.wait_for(offsets_for_times(base + 255, base), 30))
+    assert found == [26, 0], found
+    assert ends == ({tp: 0}, {tp: 50}), ends
+
+    asyncio.run(asyncio.wait_for(delete_and_recreate(), 40))
+
+    async def empty():
+        deadline = time.time() + 20
+        while True:
+            try:
+                _, ends = await offsets_for_times(base)
+                return ends
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+
+    assert asyncio.run(asyncio.wait_for(empty(), 30)) == ({tp: 0}, {tp: 0}), "a recreated topic starts empty"
+    assert asyncio.run(asyncio.wait_for(produce(["fresh"], base), 30)) == [0]
+    assert asyncio.run(asyncio.wait_for(consume(1), 30)) == [(0, "fresh")]
+    asyncio.run(asyncio.wait_for(delete(), 30))
+
+
+def test_offsets_for_times_past_the_last_record_finds_nothing(broker):
+    """Kafka answers a ListOffsets for a timestamp later than every record
+    with offset -1 and timestamp -1 (no error), which each client turns into
+    "no such offset"."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    topic = topic_name()
+    base = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": broker.addr})
+    for i in range(10):
+        p.produce(topic, value=f"x{i}", partition=0, timestamp=base + i)
+    assert p.flush(30) == 0
+    late = base + 60_000
+
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": "unused", "enable.auto.commit": False})
+    found = c.offsets_for_times([CkTopicPartition(topic, 0, late)], timeout=10)[0]
+    c.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.addr, group_id=None)
+    kp = consumer.offsets_for_times({KpTopicPartition(topic, 0): late})
+    consumer.close()
+
+    async def aio():
+        c = AIOKafkaConsumer(bootstrap_servers=broker.addr, group_id=None)
+        await c.start()
+        try:
+            return await c.offsets_for_times({AioTopicPartition(topic, 0): late})
+        finally:
+            await c.stop()
+
+    aio_found = asyncio.run(asyncio.wait_for(aio(), 30))
+    assert (found.offset, list(kp.values()), list(aio_found.values())) == (-1, [None], [None])

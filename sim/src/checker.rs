@@ -60,8 +60,9 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
 
     let mut ackers: BTreeMap<(i32, i32), BTreeSet<u32>> = BTreeMap::new();
     let mut seen_at: BTreeMap<(i32, i64), (&str, &str)> = BTreeMap::new();
-    let mut committed: BTreeMap<i32, (i64, String)> = BTreeMap::new();
-    let mut in_doubt: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
+    let mut committed: BTreeMap<(&str, i32), (i64, String)> = BTreeMap::new();
+    let mut in_doubt: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
+    let mut owners: BTreeMap<(i32, i32), &str> = BTreeMap::new();
     for (t, e) in events {
         match e {
             Event::Produce {
@@ -144,30 +145,54 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 }
             }
             Event::Commit {
+                group,
                 partition,
                 offset,
                 acked: true,
             } => {
-                committed.insert(*partition, (*offset, at(t)));
+                committed.insert((group, *partition), (*offset, at(t)));
             }
             // A commit without a positive answer may still take effect, even
             // later than newer ones (a request left on a connection the
             // client gave up on): its offset is a legal answer from now on.
             Event::Commit {
+                group,
                 partition,
                 offset,
                 acked: false,
             } => {
-                in_doubt.entry(*partition).or_default().insert(*offset);
+                in_doubt
+                    .entry((group, *partition))
+                    .or_default()
+                    .insert(*offset);
             }
-            Event::Committed { partition, offset } => {
-                let doubtful = in_doubt.get(partition).is_some_and(|s| s.contains(offset));
-                if let Some((acked, when)) = committed.get(partition) {
+            Event::Committed {
+                group,
+                partition,
+                offset,
+            } => {
+                let key = (group.as_str(), *partition);
+                let doubtful = in_doubt.get(&key).is_some_and(|s| s.contains(offset));
+                if let Some((acked, when)) = committed.get(&key) {
                     if offset < acked && !doubtful {
                         out.push(format!(
-                            "committed-offset-regression partition {partition}: offset {acked} was committed at {when}, OffsetFetch at {} returned {offset}",
+                            "committed-offset-regression group {group} partition {partition}: offset {acked} was committed at {when}, OffsetFetch at {} returned {offset}",
                             at(t)
                         ));
+                    }
+                }
+            }
+            Event::Assigned {
+                member,
+                generation,
+                partitions,
+            } => {
+                for p in partitions {
+                    match owners.insert((*generation, *p), member) {
+                        Some(other) if other != member.as_str() => out.push(format!(
+                            "group-exclusivity generation {generation}: partition {p} owned by {other} and {member}"
+                        )),
+                        _ => {}
                     }
                 }
             }
@@ -228,6 +253,7 @@ pub fn counts(
             }
             Event::Poll { .. } => &["inconsistent-offsets", "nonmonotonic-poll", "poll-skip"],
             Event::Committed { .. } => &["committed-offset-regression"],
+            Event::Assigned { .. } => &["group-exclusivity"],
             Event::ChurnRead { .. } => &["recreated-topic-not-empty"],
             Event::DeletedRead { .. } => &["read-from-deleted-topic"],
             _ => &[],
@@ -334,11 +360,13 @@ mod tests {
                 "committed-offset-regression",
                 vec![
                     event(Event::Commit {
+                        group: "g".into(),
                         partition: 0,
                         offset: 5,
                         acked: true,
                     }),
                     event(Event::Committed {
+                        group: "g".into(),
                         partition: 0,
                         offset: 3,
                     }),
@@ -366,6 +394,22 @@ mod tests {
                 vec![acked(0, "b", 1, 2), acked(0, "c", 2, 1)],
                 clean_log.clone(),
             ),
+            (
+                "group-exclusivity",
+                vec![
+                    event(Event::Assigned {
+                        member: "m1".into(),
+                        generation: 3,
+                        partitions: vec![0, 1],
+                    }),
+                    event(Event::Assigned {
+                        member: "m2".into(),
+                        generation: 3,
+                        partitions: vec![1, 2],
+                    }),
+                ],
+                clean_log.clone(),
+            ),
             ("liveness", vec![], {
                 let mut l = clean_log.clone();
                 l.remove(&1);
@@ -382,16 +426,19 @@ mod tests {
         let quiet = vec![
             // A commit that got no positive answer may land after a newer one.
             event(Event::Commit {
+                group: "g".into(),
                 partition: 1,
                 offset: 1,
                 acked: false,
             }),
             event(Event::Commit {
+                group: "g".into(),
                 partition: 1,
                 offset: 2,
                 acked: true,
             }),
             event(Event::Committed {
+                group: "g".into(),
                 partition: 1,
                 offset: 1,
             }),
@@ -400,11 +447,13 @@ mod tests {
             poll(0, &[(0, "a"), (1, "b")]),
             poll(2, &[(2, "c")]),
             event(Event::Commit {
+                group: "g".into(),
                 partition: 0,
                 offset: 2,
                 acked: true,
             }),
             event(Event::Committed {
+                group: "g".into(),
                 partition: 0,
                 offset: 2,
             }),
@@ -415,6 +464,21 @@ mod tests {
             event(Event::DeletedRead {
                 incarnation: 3,
                 values: vec![],
+            }),
+            event(Event::Assigned {
+                member: "m1".into(),
+                generation: 3,
+                partitions: vec![0],
+            }),
+            event(Event::Assigned {
+                member: "m2".into(),
+                generation: 3,
+                partitions: vec![1, 2],
+            }),
+            event(Event::Assigned {
+                member: "m2".into(),
+                generation: 4,
+                partitions: vec![0],
             }),
         ];
         let clean = check(&quiet, &clean_log);

@@ -173,9 +173,16 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let history = History::default();
     let mut clients = Vec::new();
     let mut tasks = Vec::new();
-    for (i, role) in ["producer-0", "producer-1", "consumer-0", "admin-0"]
-        .into_iter()
-        .enumerate()
+    for (i, role) in [
+        "producer-0",
+        "producer-1",
+        "consumer-0",
+        "admin-0",
+        "member-0",
+        "member-1",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let node = handle
             .create_node()
@@ -194,6 +201,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             match role {
                 "consumer-0" => workload::consumer(session, faults_end).await,
                 "admin-0" => workload::admin(session, faults_end).await,
+                "member-0" | "member-1" => crate::members::member(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }

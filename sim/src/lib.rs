@@ -16,6 +16,8 @@ pub mod client;
 #[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]
+pub mod members;
+#[cfg(madsim)]
 pub mod nfs_hook;
 #[cfg(not(madsim))]
 pub mod relaunch;

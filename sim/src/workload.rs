@@ -62,12 +62,23 @@ pub enum Event {
         got: Vec<(i64, String)>,
     },
     Commit {
+        group: String,
         partition: i32,
         offset: i64,
         acked: bool,
     },
     /// What OffsetFetch returned.
-    Committed { partition: i32, offset: i64 },
+    Committed {
+        group: String,
+        partition: i32,
+        offset: i64,
+    },
+    /// A group member's assignment for one generation.
+    Assigned {
+        member: String,
+        generation: i32,
+        partitions: Vec<i32>,
+    },
     /// The admin read the recreated topic of incarnation `incarnation`.
     ChurnRead {
         incarnation: u32,
@@ -102,14 +113,24 @@ pub fn describe(e: &Event) -> String {
                 .map_or(String::new(), |(o, _)| format!(" up to {o}"))
         ),
         Event::Commit {
+            group,
             partition,
             offset,
             acked,
         } => format!(
-            "commit {partition}@{offset} -> {}",
+            "commit {group} {partition}@{offset} -> {}",
             if *acked { "ok" } else { "failed" }
         ),
-        Event::Committed { partition, offset } => format!("offset-fetch {partition} -> {offset}"),
+        Event::Committed {
+            group,
+            partition,
+            offset,
+        } => format!("offset-fetch {group} {partition} -> {offset}"),
+        Event::Assigned {
+            member,
+            generation,
+            partitions,
+        } => format!("{member} generation {generation} owns {partitions:?}"),
         Event::ChurnRead {
             incarnation,
             values,
@@ -151,6 +172,8 @@ pub struct Session {
     brokers: u32,
     leaders: BTreeMap<(String, i32), u32>,
     coordinator: Option<u32>,
+    /// The consumer group this session commits for.
+    pub group: String,
     start: Instant,
     pub history: History,
     pub name: String,
@@ -197,6 +220,7 @@ impl Session {
             brokers,
             leaders: BTreeMap::new(),
             coordinator: None,
+            group: GROUP.to_owned(),
             start,
             history,
             name: name.to_owned(),
@@ -389,9 +413,9 @@ impl Session {
         }
     }
 
-    async fn coordinator(&mut self) -> Option<u32> {
+    pub async fn coordinator(&mut self) -> Option<u32> {
         if self.coordinator.is_none() {
-            let req = FindCoordinatorRequest::default().with_key(s(GROUP));
+            let req = FindCoordinatorRequest::default().with_key(s(&self.group));
             let to = self.any_broker();
             if let Ok(ResponseKind::FindCoordinator(r)) = self
                 .client
@@ -411,14 +435,27 @@ impl Session {
         self.coordinator
     }
 
-    /// Commits `offset` for `partition` (manual assignment: generation -1).
-    pub async fn commit(&mut self, partition: i32, offset: i64) -> bool {
+    /// Forgets the coordinator, so the next call looks it up again.
+    pub fn lost_coordinator(&mut self) {
+        self.coordinator = None;
+    }
+
+    /// Commits `offset` for `partition`, as `member` of `generation`
+    /// (manual assignment: generation -1, no member).
+    pub async fn commit(
+        &mut self,
+        partition: i32,
+        offset: i64,
+        generation: i32,
+        member: &str,
+    ) -> bool {
         let Some(to) = self.coordinator().await else {
             return false;
         };
         let req = OffsetCommitRequest::default()
-            .with_group_id(GroupId(s(GROUP)))
-            .with_generation_id_or_member_epoch(-1)
+            .with_group_id(GroupId(s(&self.group)))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(s(member))
             .with_topics(vec![
                 OffsetCommitRequestTopic::default()
                     .with_name(TopicName(s(TOPIC)))
@@ -451,7 +488,7 @@ impl Session {
     pub async fn committed(&mut self, partition: i32) -> Option<i64> {
         let to = self.coordinator().await?;
         let req = OffsetFetchRequest::default()
-            .with_group_id(GroupId(s(GROUP)))
+            .with_group_id(GroupId(s(&self.group)))
             .with_topics(Some(vec![
                 OffsetFetchRequestTopic::default()
                     .with_name(TopicName(s(TOPIC)))
@@ -606,10 +643,11 @@ pub async fn consumer(mut s: Session, until: Duration) {
             polls += 1;
             if polls % 4 == 0 {
                 let offset = pos[&partition];
-                let acked = s.commit(partition, offset).await;
+                let acked = s.commit(partition, offset, -1, "").await;
                 s.history.record(
                     s.now(),
                     Event::Commit {
+                        group: s.group.clone(),
                         partition,
                         offset,
                         acked,
@@ -620,8 +658,15 @@ pub async fn consumer(mut s: Session, until: Duration) {
         if madsim::rand::thread_rng().gen_ratio(1, 15) {
             for partition in 0..PARTITIONS {
                 if let Some(offset) = s.committed(partition).await {
-                    s.history
-                        .record(s.now(), Event::Committed { partition, offset });
+                    let group = s.group.clone();
+                    s.history.record(
+                        s.now(),
+                        Event::Committed {
+                            group,
+                            partition,
+                            offset,
+                        },
+                    );
                     pos.insert(partition, offset.max(0));
                 }
             }
