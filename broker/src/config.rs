@@ -57,6 +57,11 @@ pub struct Config {
         default_value_t = 3000
     )]
     pub group_initial_rebalance_delay_ms: u64,
+
+    /// This broker's wall clock (the system clock in production; the
+    /// simulator skews and jumps it).
+    #[arg(skip)]
+    pub wall_clock: crate::clock::WallClock,
 }
 
 impl Config {

@@ -123,7 +123,7 @@ pub async fn run(
             coordinators.sync(&a).await;
             publish.send_replace(Some(a));
         }
-        leaders.enforce_retention(crate::clock::now_ms()).await;
+        leaders.enforce_retention(config.wall_clock.now_ms()).await;
         tokio::select! {
             () = &mut shutdown => break,
             () = tokio::time::sleep(interval) => {}

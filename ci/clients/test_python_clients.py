@@ -283,10 +283,14 @@ def test_confluent_kafka_offsets_for_times_restart_and_recreate(broker):
             return False
 
     wait_until(recreate, 20, f"{topic} recreated")
+
+    def led(t):
+        md = admin.list_topics(t, timeout=5).topics[t]
+        return md.error is None and all(p.leader >= 0 for p in md.partitions.values())
+
+    wait_for_leader(led, topic)
     c = Consumer({"bootstrap.servers": broker.addr, "group.id": "unused", "enable.auto.commit": False})
-    marks = wait_until(
-        lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5), 20, "watermarks of the new topic"
-    )
+    marks = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.close()
     assert tuple(marks) == (0, 0), f"a recreated topic starts empty: {marks}"
     assert produce(["fresh"]) == [0]

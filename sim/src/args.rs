@@ -37,8 +37,9 @@ pub struct Args {
     pub duration: u64,
 
     /// Faults to inject: `all`, `none`, or a comma-separated list of
-    /// crash, pause, isolate, cut, nfs-restart, nfs (the model NFS's own
-    /// faults: lost replies, EIO, ENOSPC, write-back, stalls, ...).
+    /// crash, pause, isolate, cut, nfs-restart, clock (per-broker wall-clock
+    /// skew and jumps), nfs (the model NFS's own faults: lost replies, EIO,
+    /// ENOSPC, write-back, stalls, ...).
     #[arg(long, default_value = "all", value_parser = parse_faults)]
     pub faults: FaultSet,
 
@@ -68,7 +69,15 @@ impl Args {
 /// Which faults a run injects.
 pub type FaultSet = BTreeSet<&'static str>;
 
-pub const FAULT_KINDS: &[&str] = &["crash", "pause", "isolate", "cut", "nfs-restart", "nfs"];
+pub const FAULT_KINDS: &[&str] = &[
+    "crash",
+    "pause",
+    "isolate",
+    "cut",
+    "nfs-restart",
+    "clock",
+    "nfs",
+];
 
 fn parse_faults(s: &str) -> Result<FaultSet, String> {
     match s {

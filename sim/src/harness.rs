@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use broker::clock::WallClock;
 use broker::config::Config;
 use broker::heartbeat;
 use clap::Parser;
@@ -148,9 +149,22 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let start = Instant::now();
     let stamp = move || format!("{:>9.3}s", start.elapsed().as_secs_f64());
 
+    // Each broker's wall clock is off by its own skew (up to ten minutes
+    // either way) when clock faults are on.
+    let clocks: Vec<WallClock> = (0..opts.brokers)
+        .map(|id| {
+            let c = WallClock::default();
+            if opts.faults.contains("clock") {
+                let skew = madsim::rand::thread_rng().gen_range(-600_000..=600_000);
+                c.jump(skew);
+                trace.record(format!("{} clock broker-{id} skew {skew} ms", stamp()));
+            }
+            c
+        })
+        .collect();
     let brokers: Vec<NodeHandle> = (0..opts.brokers)
         .map(|id| {
-            let node = start_broker(&handle, &nfs, id);
+            let node = start_broker(&handle, &nfs, id, clocks[id as usize].clone());
             if let Some(hook) = &hook {
                 hook.map(node.id(), id);
             }
@@ -222,10 +236,10 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         tokio::time::sleep(f.at.saturating_sub(start.elapsed())).await;
         trace.record(format!("{} fault {}", stamp(), f.describe()));
         *fault_counts.entry(f.kind.name()).or_default() += 1;
-        apply(&handle, &nfs, &brokers, &clients, f, true);
+        apply(&handle, &nfs, &clocks, &brokers, &clients, f, true);
         tokio::time::sleep(f.lasts).await;
         trace.record(format!("{} heal {}", stamp(), f.describe()));
-        apply(&handle, &nfs, &brokers, &clients, f, false);
+        apply(&handle, &nfs, &clocks, &brokers, &clients, f, false);
     }
 
     // Liveness: with every fault healed and the clients done (their last
@@ -321,6 +335,8 @@ pub enum FaultKind {
     /// Restart the NFS server: unstable writes not yet committed are lost
     /// (clients resend them after the write verifier changes).
     NfsRestart,
+    /// Step a broker's wall clock by this many ms; NTP steps it back after.
+    ClockJump { broker: usize, ms: i64 },
 }
 
 impl FaultKind {
@@ -331,6 +347,7 @@ impl FaultKind {
             FaultKind::Isolate(_) => "isolate",
             FaultKind::CutLink { .. } => "cut",
             FaultKind::NfsRestart => "nfs-restart",
+            FaultKind::ClockJump { .. } => "clock",
         }
     }
 }
@@ -343,6 +360,7 @@ impl Fault {
             FaultKind::Isolate(b) => format!("isolate broker-{b}"),
             FaultKind::CutLink { client, broker } => format!("cut client-{client} broker-{broker}"),
             FaultKind::NfsRestart => "nfs-restart".to_owned(),
+            FaultKind::ClockJump { broker, ms } => format!("clock broker-{broker} jumps {ms} ms"),
         }
     }
 }
@@ -357,7 +375,7 @@ pub fn schedule(
     clients: usize,
     end: Duration,
 ) -> Vec<Fault> {
-    let kinds: Vec<&str> = ["crash", "pause", "isolate", "cut", "nfs-restart"]
+    let kinds: Vec<&str> = ["crash", "pause", "isolate", "cut", "nfs-restart", "clock"]
         .into_iter()
         .filter(|k| enabled.contains(k))
         .collect();
@@ -381,6 +399,13 @@ pub fn schedule(
                 client: rng.gen_range(0..clients),
                 broker,
             },
+            "clock" => {
+                let ms = rng.gen_range(60_000..3_600_000);
+                FaultKind::ClockJump {
+                    broker,
+                    ms: if rng.gen_bool(0.5) { ms } else { -ms },
+                }
+            }
             _ => FaultKind::NfsRestart,
         };
         let lasts = Duration::from_millis(rng.gen_range(1_000..8_000));
@@ -393,6 +418,7 @@ pub fn schedule(
 fn apply(
     handle: &Handle,
     nfs: &ModelNfs,
+    clocks: &[WallClock],
     brokers: &[NodeHandle],
     clients: &[NodeHandle],
     f: &Fault,
@@ -402,6 +428,7 @@ fn apply(
     match f.kind {
         FaultKind::NfsRestart if on => nfs.restart_server(),
         FaultKind::NfsRestart => {}
+        FaultKind::ClockJump { broker, ms } => clocks[broker].jump(if on { ms } else { -ms }),
         FaultKind::Crash(b) if on => handle.kill(brokers[b].id()),
         FaultKind::Crash(b) => handle.restart(brokers[b].id()),
         FaultKind::Pause(b) if on => handle.pause(brokers[b].id()),
@@ -457,7 +484,7 @@ impl Violations {
     }
 }
 
-fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32) -> NodeHandle {
+fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
     let config = Config::try_parse_from([
         "kaas".to_owned(),
@@ -469,6 +496,10 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32) -> NodeHandle {
         HEARTBEAT_SECS.to_string(),
     ])
     .expect("simulator builds a valid broker config");
+    let config = Config {
+        wall_clock: clock,
+        ..config
+    };
     let nfs = nfs.clone();
     handle
         .create_node()

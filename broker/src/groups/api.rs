@@ -282,7 +282,7 @@ impl Coordinators {
                 req.group_instance_id.as_ref().map(|i| i.as_str()),
                 generation,
             )?;
-            let now_ms = crate::clock::now_ms();
+            let now_ms = self.config.clock.now_ms();
             let mut errors = BTreeMap::new();
             let mut offsets = entry.group.offsets.clone();
             for t in &req.topics {

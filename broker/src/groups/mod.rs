@@ -41,6 +41,8 @@ pub struct GroupConfig {
     pub initial_rebalance_delay: Duration,
     pub min_session_timeout: Duration,
     pub max_session_timeout: Duration,
+    /// For commit timestamps.
+    pub clock: crate::clock::WallClock,
 }
 
 impl Default for GroupConfig {
@@ -49,6 +51,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: Duration::from_millis(3000),
             min_session_timeout: Duration::from_millis(6000),
             max_session_timeout: Duration::from_secs(1800),
+            clock: crate::clock::WallClock::default(),
         }
     }
 }
