@@ -37,7 +37,7 @@ class Broker:
         self.addr = f"127.0.0.1:{free_port()}"
         self.proc = None
 
-    def start(self):
+    def start(self, poll=0.1):
         log = open(os.path.join(self.dir, "kaas.log"), "a")
         self.proc = subprocess.Popen(
             [KAAS, "--data-dir", self.dir, "--listen", self.addr],
@@ -45,12 +45,13 @@ class Broker:
             stderr=log,
         )
         host, port = self.addr.split(":")
-        for _ in range(100):
+        deadline = time.time() + 10
+        while time.time() < deadline:
             try:
                 socket.create_connection((host, int(port)), timeout=0.2).close()
                 return
             except OSError:
-                time.sleep(0.1)
+                time.sleep(poll)
         raise RuntimeError("kaas did not start")
 
     def stop(self):
@@ -632,3 +633,59 @@ def test_offsets_for_times_past_the_last_record_finds_nothing(broker):
 
     aio_found = asyncio.run(asyncio.wait_for(aio(), 30))
     assert (found.offset, list(kp.values()), list(aio_found.values())) == (-1, [None], [None])
+
+
+def metadata_v1_controller(addr):
+    """Sends a Metadata v1 request (no topics) on a fresh connection and
+    returns the controller id of the answer."""
+    import struct
+
+    host, port = addr.split(":")
+    client = b"kaas-test"
+    body = struct.pack(">hhih", 3, 1, 7, len(client)) + client + struct.pack(">i", 0)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed before the Metadata answer"
+            buf += chunk
+    at = 8  # size, correlation id
+    (n,) = struct.unpack_from(">i", buf, at)
+    at += 4
+    for _ in range(n):
+        at += 4  # node id
+        (hl,) = struct.unpack_from(">h", buf, at)
+        at += 2 + hl + 4  # host, port
+        (rl,) = struct.unpack_from(">h", buf, at)
+        at += 2 + max(rl, 0)  # rack (nullable)
+    return struct.unpack_from(">i", buf, at)[0]
+
+
+def test_admin_client_connecting_at_start_up_can_create_a_topic():
+    """A client may connect as soon as the broker listens. Kafka opens its
+    listeners once it knows the cluster; a kaas broker that answers before
+    its first assignment says there is no controller (-1), and librdkafka's
+    admin client, told so, waits for a broker change that never comes (a
+    CreateTopics hangs until its timeout although the controller is known
+    a moment later)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = Broker()
+    b.start(poll=0.001)
+    try:
+        controller = metadata_v1_controller(b.addr)
+        admin = AdminClient({"bootstrap.servers": b.addr})
+        topic = topic_name()
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=10)
+            created = "ok"
+        except Exception as e:  # noqa: BLE001 - the assertion below reports it
+            created = repr(e)
+        assert controller >= 0, (
+            f"the first Metadata answer says controller_id={controller}; "
+            f"a confluent-kafka CreateTopics right after start-up: {created}"
+        )
+        assert created == "ok", created
+    finally:
+        b.stop()

@@ -150,7 +150,7 @@ fn print_report(args: &Args, report: &Report) {
         nfs_fault_count(&report.nfs),
         report.nfs_leftovers
     );
-    if args.verbose || !report.passed() {
+    {
         let kinds: Vec<String> = report
             .fault_counts
             .iter()
