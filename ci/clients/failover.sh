@@ -3,12 +3,19 @@
 # directory; kcat produces to a 3-partition topic; the leader of partition 0
 # is killed with SIGKILL and another broker takes its partitions over; then
 # the new leader is stopped with SIGTERM and hands them off before exiting;
-# every acknowledged message is consumed at the end.
+# then, with the two stopped brokers started again, the leader of partition 0
+# is paused (SIGSTOP) past a session timeout while kcat keeps producing to
+# that partition, and resumed (SIGCONT): it must step down and acknowledge
+# nothing more for it; every acknowledged message is consumed exactly once
+# at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v kcat >/dev/null || { apt-get update -qq && apt-get install -y -qq kcat >/dev/null; }
-kaas=target/release/kaas
-test -x "$kaas" || cargo build --locked --release -p broker
+# KAAS_BIN picks another binary (as for the Python tests); by default the
+# release build of this tree.
+kaas=${KAAS_BIN:-target/release/kaas}
+test -x "$kaas" || [ -n "${KAAS_BIN:-}" ] || cargo build --locked --release -p broker
+test -x "$kaas" || { echo "no kaas binary at $kaas" >&2; exit 1; }
 
 work=$(mktemp -d "$PWD/target/failover-test.XXXXXX")
 mkdir -p "$work/data"
@@ -19,19 +26,27 @@ done
 pids=()
 start() {
     local id=$1
-    # Auto-created topics get 3 partitions, one per broker.
-    KAAS_LOG=info KAAS_NUM_PARTITIONS=3 "$kaas" --data-dir "$work/data" --broker-id "$id" \
+    # Auto-created topics get 3 partitions, one per broker. Every
+    # acknowledged produce is logged (trace of broker::api: "acknowledged"
+    # with the partition's directory and the leader epoch).
+    KAAS_LOG=info,broker::api=trace KAAS_NUM_PARTITIONS=3 "$kaas" --data-dir "$work/data" --broker-id "$id" \
         --listen "127.0.0.1:${ports[$id]}" --heartbeat-interval-secs 1 --session-timeout-secs 4 \
         >>"$work/kaas-$id.log" 2>&1 &
     pids[$id]=$!
     disown "$!"
 }
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+producers=()
+passed=0
+cleanup() {
+    for p in "${pids[@]}" "${producers[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    if [ "$passed" = 1 ]; then rm -rf "$work"; else echo "kept $work (kaas-<id>.log, kcat.log)" >&2; fi
+}
 trap cleanup EXIT
 for id in 0 1 2; do start "$id"; done
 bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
 
-leaders() { timeout 20 kcat -b "$bootstrap" -L -t orders 2>/dev/null | sed -n 's/.*partition \([0-9]\), leader \([0-9-]*\),.*/\1 \2/p'; }
+# "partition leader" lines, as the brokers in $1 (default: all) see them.
+leaders() { timeout 20 kcat -b "${1:-$bootstrap}" -L -t orders 2>/dev/null | sed -n 's/.*partition \([0-9]\), leader \([0-9-]*\),.*/\1 \2/p'; }
 wait_for() {
     local what=$1
     for _ in $(seq 1 150); do
@@ -73,14 +88,82 @@ wait_for '[ -n "$(leaders | awk -v v="$heir" "\$1 == 0 && \$2 >= 0 && \$2 != v")
 echo "partition 0 handed to broker $(leaders | awk '$1 == 0 {print $2}')"
 seq 4001 5000 | sed 's/^/m/' >"$work/third"
 timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$work/kcat.log"
+
+# A paused leader (a zombie): start the two stopped brokers again (on the
+# same data directory, so the partitions spread over the three), then
+# SIGSTOP the leader of partition 0 for longer than a session timeout while
+# kcat keeps producing to partition 0. The others must take the partition
+# over and acknowledge the writes; the paused broker, once resumed, must
+# find out it lost the partition and never acknowledge a write for it again.
+start "$victim"
+start "$heir"
+wait_for '[ "$(leaders | awk "\$2 >= 0 {print \$2}" | sort -u | wc -l)" = 3 ]'
+zombie=$(leaders | awk '$1 == 0 {print $2}')
+others=$(for id in 0 1 2; do [ "$id" = "$zombie" ] || printf '127.0.0.1:%s,' "${ports[$id]}"; done)
+others=${others%,}
+seq 5001 5600 | sed 's/^/m/' >"$work/fourth"
+seq 5601 6000 | sed 's/^/m/' >"$work/fifth"
+# A request sent to the paused broker times out after 3 s (librdkafka's
+# default is 30 s), is retried, and the metadata refreshed.
+produce_slowly() { while read -r m; do echo "$m"; sleep 0.01; done <"$1" |
+    timeout 60 kcat -b "$bootstrap" -t orders -p 0 -P -X acks=all -X request.timeout.ms=3000 2>>"$work/kcat.log"; }
+echo "pausing broker $zombie (leader of partition 0) with SIGSTOP"
+kill -STOP "${pids[$zombie]}"
+paused=$SECONDS
+produce_slowly "$work/fourth" &
+producers+=("$!")
+wait_for '[ -n "$(leaders "$others" | awk -v v="$zombie" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
+echo "partition 0 moved to broker $(leaders "$others" | awk '$1 == 0 {print $2}') while broker $zombie is paused"
+# Every message of the pause is acknowledged while the zombie still sleeps.
+wait "${producers[0]}" || { echo "kcat could not produce to partition 0 while broker $zombie was paused" >&2; exit 1; }
+while [ $((SECONDS - paused)) -lt 7 ]; do sleep 0.2; done # session timeout (4 s) + 3 s
+resumed_at=$(($(wc -l <"$work/kaas-$zombie.log") + 1))
+echo "resuming broker $zombie after $((SECONDS - paused)) s with SIGCONT"
+kill -CONT "${pids[$zombie]}"
+produce_slowly "$work/fifth" &
+producers+=("$!")
+# It tells clients that another broker leads partition 0 ...
+wait_for '[ -n "$(leaders "127.0.0.1:${ports[$zombie]}" | awk -v v="$zombie" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
+wait "${producers[1]}" || { echo "kcat could not produce to partition 0 after broker $zombie resumed" >&2; exit 1; }
+p0dir=$(grep -ho 'acknowledged dir=[^ ]*/0 ' "$work"/kaas-*.log | head -1 | sed 's/.*dir=//; s/ $//')
+[ -n "$p0dir" ] || { echo "no acknowledged write to partition 0 in the brokers' logs" >&2; exit 1; }
+# ... it acknowledged no write for it after it resumed ...
+zombie_log=$(tail -n +"$resumed_at" "$work/kaas-$zombie.log")
+zombie_failed=
+if grep -E "acknowledged dir=$p0dir " <<<"$zombie_log" >&2; then
+    zombie_failed="broker $zombie acknowledged writes to partition 0 after it resumed"
+fi
+# ... and it logged that it lost the partition: fenced by the new leader's
+# epoch at an append ("fenced: stepping down"), its log stopped, or told by
+# the new assignment (a "stepping down" / "no longer leading" line naming the
+# partition).
+p0id=$(basename "$(dirname "$p0dir")")
+lost="fenced: stepping down.*dir=$p0dir( |\$)|log stopped.*topic_id=$p0id partition=0 "
+lost+="|(stepping down|stepped down|no longer lead).*topic_id=$p0id partition=0 "
+if ! grep -qE "$lost" <<<"$zombie_log"; then
+    zombie_failed+="${zombie_failed:+; }broker $zombie logged nothing about losing partition 0 (topic_id=$p0id) after it resumed"
+    echo "broker $zombie's log after it resumed:" >&2
+    grep -v ' acknowledged' <<<"$zombie_log" >&2
+else
+    echo "broker $zombie stepped down: $(grep -oE "$lost" <<<"$zombie_log" | head -1)"
+fi
+
 for p in 0 1 2; do
     timeout 120 kcat -b "$bootstrap" -t orders -p "$p" -C -e -q -o beginning 2>>"$work/kcat.log"
 done | sort >"$work/seen"
-cat "$work/first" "$work/second" "$work/third" | sort >"$work/expected"
-if cmp -s "$work/expected" "$work/seen"; then
-    echo "failover: 1 passed, 0 failed"
-else
+cat "$work/first" "$work/second" "$work/third" "$work/fourth" "$work/fifth" | sort >"$work/expected"
+# Exactly once: the sorted lists are equal (nothing lost, nothing twice).
+if ! cmp -s "$work/expected" "$work/seen"; then
     echo "failover: 0 passed, 1 failed" >&2
+    echo "missing: $(comm -23 "$work/expected" "$work/seen" | wc -l), duplicated: $(uniq -d "$work/seen" | wc -l), unexpected: $(comm -13 "$work/expected" <(sort -u "$work/seen") | wc -l)" >&2
     diff "$work/expected" "$work/seen" | head -20 >&2
+    [ -z "$zombie_failed" ] || echo "$zombie_failed" >&2
     exit 1
+elif [ -n "$zombie_failed" ]; then
+    echo "every acknowledged message consumed exactly once, but: $zombie_failed" >&2
+    echo "failover: 0 passed, 1 failed" >&2
+    exit 1
+else
+    passed=1
+    echo "failover: 1 passed, 0 failed ($(wc -l <"$work/seen") messages, each once)"
 fi

@@ -34,6 +34,7 @@ pub fn main() -> ExitCode {
         }
     );
     let wall = Instant::now();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut simulated = Duration::ZERO;
     let mut failed: Vec<(u64, Vec<String>)> = Vec::new();
     let mut last_trace = Vec::new();
@@ -70,16 +71,22 @@ pub fn main() -> ExitCode {
         }
         last_trace = report.trace;
         if total > 1 {
-            eprint!(
-                "\r[{}/{total}] {} failed, {:.0} s",
+            let line = format!(
+                "[{}/{total}] {} failed, {:.0} s",
                 done + 1,
                 failed.len(),
                 wall.elapsed().as_secs_f64()
             );
-            let _ = std::io::stderr().flush();
+            // A live line on a terminal; in a log, one line every ten seeds.
+            if tty {
+                eprint!("\r{line}");
+                let _ = std::io::stderr().flush();
+            } else if (done + 1) % 10 == 0 {
+                eprintln!("{line}");
+            }
         }
     }
-    if total > 1 {
+    if total > 1 && tty {
         eprintln!();
     }
     if let Some(path) = &args.trace {
