@@ -262,6 +262,10 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .spawn(workload::converge(session, deadline))
         .await
         .unwrap_or_default();
+    // Deletions must finish within the same deadline.
+    while !leftovers(&nfs).is_empty() && start.elapsed() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 
     let events = history.events();
     for (at, e) in &events {
