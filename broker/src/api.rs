@@ -155,11 +155,9 @@ async fn offset_at(
             .with_offset(f.offset)
             .with_timestamp(f.timestamp)
             .with_leader_epoch(epoch(f.leader_epoch)),
-        // An empty log has no largest timestamp: Kafka answers offset -1.
-        Ok(None) if timestamp == MAX_TIMESTAMP => r,
-        Ok(None) => r
-            .with_offset(log.high_watermark())
-            .with_leader_epoch(current),
+        // No record at or after the timestamp (or, for MAX_TIMESTAMP, an
+        // empty log): Kafka answers offset -1, timestamp -1, no error.
+        Ok(None) => r.with_offset(-1).with_timestamp(-1),
         Err(e) => {
             tracing::warn!(dir = %log.dir().display(), error = %e, "offset lookup by time failed");
             r.with_error_code(code(ResponseError::KafkaStorageError))

@@ -155,6 +155,9 @@ impl Leaders {
                 self.give_up(&t, p, epoch);
             }
             if stopped || mine.get(&(t.clone(), p)) != Some(&epoch) {
+                if !stopped {
+                    tracing::info!(topic_id = %t, partition = p, epoch, "no longer leading");
+                }
                 self.step_down(&t, p).await;
             }
         }

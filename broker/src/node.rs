@@ -65,11 +65,12 @@ pub async fn run(
         coordinators.clone(),
         assignment,
     );
-    let server = tokio::spawn(crate::protocol::server::serve(
-        listener,
-        Arc::new(api),
-        crate::protocol::ProtocolConfig::default(),
-    ));
+    // Clients are served once this broker knows the cluster (its first
+    // assignment): before, Metadata could only name itself and no
+    // controller, and some clients wait on that answer for good. Until
+    // then connections wait in the listen backlog.
+    let mut not_serving = Some((listener, Arc::new(api)));
+    let mut server: Option<tokio::task::JoinHandle<()>> = None;
     let mut agent = ControllerAgent::new(
         vfs.clone(),
         config.broker_id,
@@ -122,6 +123,14 @@ pub async fn run(
             leaders.sync(&a).await;
             coordinators.sync(&a).await;
             publish.send_replace(Some(a));
+            if let Some((listener, api)) = not_serving.take() {
+                tracing::info!(listen = %config.listen, "serving clients");
+                server = Some(tokio::spawn(crate::protocol::server::serve(
+                    listener,
+                    api,
+                    crate::protocol::ProtocolConfig::default(),
+                )));
+            }
         }
         leaders.enforce_retention(config.wall_clock.now_ms()).await;
         tokio::select! {
@@ -158,7 +167,9 @@ pub async fn run(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    server.abort();
+    if let Some(server) = server {
+        server.abort();
+    }
     timers.abort();
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
