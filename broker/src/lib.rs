@@ -10,6 +10,8 @@ pub mod cluster;
 pub mod config;
 pub mod groups;
 pub mod heartbeat;
+#[cfg(madsim)]
+pub mod historical;
 pub mod layout;
 pub mod leaders;
 pub mod log;

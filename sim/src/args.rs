@@ -43,6 +43,21 @@ pub struct Args {
     #[arg(long, default_value = "all", value_parser = parse_faults)]
     pub faults: FaultSet,
 
+    /// Run a scenario (a name under scenarios/, or a path to a .toml file)
+    /// with its seed, cluster, timeline and NFS settings.
+    #[arg(long)]
+    pub scenario: Option<String>,
+
+    /// Switch a historical bug back on (simulation build only); the run
+    /// must then fail with the scenario's invariant.
+    #[arg(long, requires = "scenario")]
+    pub reintroduce: Option<String>,
+
+    /// With --scenario: also run the N seeds after the scenario's own, and
+    /// print how many catch the bug (with --reintroduce) or pass.
+    #[arg(long, default_value_t = 0, requires = "scenario")]
+    pub nearby: u64,
+
     /// Run each seed twice and fail if the traces differ.
     #[arg(long)]
     pub check_determinism: bool,

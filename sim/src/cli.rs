@@ -12,6 +12,9 @@ use crate::harness::{self, Options, Report};
 pub fn main() -> ExitCode {
     let args = Args::parse();
     init_logging();
+    if let Some(name) = &args.scenario {
+        return run_scenario(&args, name);
+    }
     let seeds = args.seed_range();
     let total = seeds.end - seeds.start;
     let faults = if args.faults.len() == FAULT_KINDS.len() {
@@ -65,7 +68,7 @@ pub fn main() -> ExitCode {
             }
         }
         simulated += report.simulated;
-        print_report(&args, &report);
+        print_report(&args, &report, &replay(&args, seed));
         if !report.passed() {
             failed.push((seed, report.violations.clone()));
         }
@@ -124,6 +127,85 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// `--scenario`: the scenario's seed (and `--nearby` more) as configured
+/// there. With `--reintroduce`, a run is caught when it fails with exactly
+/// the scenario's invariant; the exit code is non-zero when any run fails,
+/// as a failing run should be.
+fn run_scenario(args: &Args, name: &str) -> ExitCode {
+    let scenario = match crate::scenario::load(name) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bugs: Vec<String> = args.reintroduce.iter().cloned().collect();
+    if let Some(bug) = &args.reintroduce {
+        if !broker::historical::BUGS.contains(&bug.as_str()) {
+            eprintln!(
+                "unknown bug {bug:?}; known: {}",
+                broker::historical::BUGS.join(", ")
+            );
+            return ExitCode::FAILURE;
+        }
+    }
+    println!(
+        "scenario={} seed={} brokers={} duration={}s faults={} invariant={}{}",
+        scenario.name,
+        scenario.seed,
+        scenario.brokers,
+        scenario.duration,
+        scenario.faults.join(","),
+        scenario.invariant,
+        args.reintroduce
+            .as_ref()
+            .map_or(String::new(), |b| format!(" reintroduced={b}"))
+    );
+    let mut any_failed = false;
+    let mut expected = 0;
+    let seeds = scenario.seed..=scenario.seed + args.nearby;
+    let total = seeds.clone().count();
+    for seed in seeds {
+        let report = harness::run(&scenario.options(seed, &bugs));
+        let mut replay_cmd = format!("cargo run -p sim -- --scenario {}", scenario.name);
+        if let Some(b) = &args.reintroduce {
+            replay_cmd.push_str(&format!(" --reintroduce {b}"));
+        }
+        if seed != scenario.seed {
+            replay_cmd.push_str(&format!(" --nearby {}", seed - scenario.seed));
+        }
+        print_report(args, &report, &replay_cmd);
+        let caught = !report.passed()
+            && report
+                .violations
+                .iter()
+                .all(|v| v.split(' ').next() == Some(scenario.invariant.as_str()));
+        any_failed |= !report.passed();
+        if (args.reintroduce.is_some() && caught) || (args.reintroduce.is_none() && report.passed())
+        {
+            expected += 1;
+        }
+    }
+    if args.reintroduce.is_some() {
+        println!(
+            "caught {expected} of {total} (invariant {}){}",
+            scenario.invariant,
+            if args.nearby > 0 {
+                " over the scenario's seed and its nearby seeds"
+            } else {
+                ""
+            }
+        );
+    } else {
+        println!("passed {expected} of {total}");
+    }
+    if any_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn replay(args: &Args, seed: u64) -> String {
     let mut cmd = format!(
         "cargo run -p sim -- --seed {seed} --brokers {} --duration {}",
@@ -141,7 +223,7 @@ fn replay(args: &Args, seed: u64) -> String {
     cmd
 }
 
-fn print_report(args: &Args, report: &Report) {
+fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
     if args.verbose {
         for line in &report.trace {
             println!("  {line}");
@@ -192,7 +274,7 @@ fn print_report(args: &Args, report: &Report) {
         for v in &report.violations {
             println!("  violation: {v}");
         }
-        println!("  replay: {}", replay(args, report.seed));
+        println!("  replay: {replay_cmd}");
     }
 }
 

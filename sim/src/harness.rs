@@ -31,6 +31,10 @@ pub struct Options {
     pub nfs: NfsConfig,
     /// Fault kinds the timeline may use (see `args::FAULT_KINDS`).
     pub faults: FaultSet,
+    /// Scripted faults (a scenario's timeline), on top of the seeded ones.
+    pub scripted: Vec<Fault>,
+    /// Historical bugs switched back on (`broker::historical`).
+    pub reintroduce: Vec<String>,
 }
 
 impl Options {
@@ -56,6 +60,8 @@ impl Options {
             duration,
             nfs,
             faults,
+            scripted: Vec::new(),
+            reintroduce: Vec::new(),
         }
     }
 }
@@ -101,6 +107,7 @@ pub fn run(opts: &Options) -> Report {
     std::thread::Builder::new()
         .name(format!("sim-seed-{seed}"))
         .spawn(move || {
+            broker::historical::reintroduce(&opts.reintroduce);
             let rt = Runtime::with_seed_and_config(opts.seed, madsim::Config::default());
             rt.add_simulator::<NfsCrashHook>();
             rt.block_on(simulate(opts, true))
@@ -224,13 +231,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         tasks.push(task);
     }
 
-    let faults = schedule(
+    let mut faults = schedule(
         &mut madsim::rand::thread_rng(),
         &opts.faults,
         opts.brokers,
         clients.len(),
         faults_end,
     );
+    faults.extend(opts.scripted.iter().cloned());
+    faults.sort_by_key(|f| f.at);
     let mut fault_counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for f in &faults {
         tokio::time::sleep(f.at.saturating_sub(start.elapsed())).await;
@@ -263,7 +272,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .await
         .unwrap_or_default();
     // Deletions must finish within the same deadline.
-    while !leftovers(&nfs).is_empty() && start.elapsed() < deadline {
+    let deleted: Vec<String> = history
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            Event::Deleted { topic_id } => Some(topic_id),
+            _ => None,
+        })
+        .collect();
+    while !leftovers(&nfs, &deleted).is_empty() && start.elapsed() < deadline {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
@@ -277,7 +294,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     }
     let mut violations = violations.take();
     violations.extend(checker::check(&events, &logs));
-    violations.extend(leftovers(&nfs));
+    violations.extend(leftovers(&nfs, &deleted));
     let checked = checker::counts(&events, &logs);
     let (acked, polls) = events.iter().fold((0, 0), |(a, p), (_, e)| match e {
         Event::Produce {
@@ -455,22 +472,38 @@ fn apply(
 /// Deletions must have converged once the cluster did: no tombstone of a
 /// deleted topic is left on the server (read from the server's own tree,
 /// so no client cache and no injected fault stands in the way).
-fn leftovers(nfs: &ModelNfs) -> Vec<String> {
+fn leftovers(nfs: &ModelNfs, deleted: &[String]) -> Vec<String> {
     let tree = nfs.dump();
     let paths: Vec<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
-    paths
-        .iter()
-        .filter(|p| {
-            p.strip_prefix("topics/")
-                .is_some_and(|rest| rest.starts_with(".tombstone-") && !rest.contains('/'))
-        })
+    let inside = |dir: &str| -> Vec<&str> {
+        paths
+            .iter()
+            .filter_map(|q| q.strip_prefix(dir).and_then(|r| r.strip_prefix('/')))
+            .collect()
+    };
+    let tombstones = paths.iter().filter(|p| {
+        p.strip_prefix("topics/")
+            .is_some_and(|rest| rest.starts_with(".tombstone-") && !rest.contains('/'))
+    });
+    // A deleted topic's own directory must be gone too (renamed away at
+    // once, then reaped), not linger under its id.
+    let undeleted = deleted.iter().filter_map(|id| {
+        let dir = format!("topics/{id}");
+        paths.contains(&dir.as_str()).then_some(dir)
+    });
+    tombstones
         .map(|p| {
-            let inside: Vec<&str> = paths
-                .iter()
-                .filter_map(|q| q.strip_prefix(p).and_then(|r| r.strip_prefix('/')))
-                .collect();
-            format!("deletion-leftover {p} was never reaped; it still holds {inside:?}")
+            format!(
+                "deletion-leftover {p} was never reaped; it still holds {:?}",
+                inside(p)
+            )
         })
+        .chain(undeleted.map(|d| {
+            format!(
+                "deletion-leftover {d} of a deleted topic is still there; it holds {:?}",
+                inside(&d)
+            )
+        }))
         .collect()
 }
 

@@ -21,6 +21,8 @@ pub mod members;
 pub mod nfs_hook;
 #[cfg(not(madsim))]
 pub mod relaunch;
+#[cfg(madsim)]
+pub mod scenario;
 pub mod trace;
 #[cfg(madsim)]
 pub mod workload;

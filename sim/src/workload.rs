@@ -84,6 +84,8 @@ pub enum Event {
         incarnation: u32,
         values: Vec<String>,
     },
+    /// The admin's deletion of the topic with this id was acknowledged.
+    Deleted { topic_id: String },
     /// The admin fetched the topic after its deletion was acknowledged.
     DeletedRead {
         incarnation: u32,
@@ -142,6 +144,7 @@ pub fn describe(e: &Event) -> String {
             "admin read deleted churn#{incarnation} -> {} records",
             values.len()
         ),
+        Event::Deleted { topic_id } => format!("admin deleted topic {topic_id}"),
     }
 }
 
@@ -273,6 +276,12 @@ impl Session {
     }
 
     pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> bool {
+        self.create_topic_id(topic, partitions).await.is_some()
+    }
+
+    /// Creates a topic: `Some(id)` once it exists (the id is empty when it
+    /// existed already), `None` when that is not known.
+    pub async fn create_topic_id(&mut self, topic: &str, partitions: i32) -> Option<String> {
         let req = CreateTopicsRequest::default()
             .with_topics(vec![
                 CreatableTopic::default()
@@ -284,20 +293,22 @@ impl Session {
         let to = self.any_broker();
         match self
             .client
-            .call(to, ApiKey::CreateTopics, 5, RequestKind::CreateTopics(req))
+            .call(to, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(req))
             .await
         {
-            // 36: TOPIC_ALREADY_EXISTS is as good.
-            Ok(ResponseKind::CreateTopics(r)) => {
-                r.topics.iter().all(|t| matches!(t.error_code, 0 | 36))
-            }
+            Ok(ResponseKind::CreateTopics(r)) => match r.topics.first() {
+                Some(t) if t.error_code == 0 => Some(t.topic_id.to_string()),
+                // TOPIC_ALREADY_EXISTS is as good.
+                Some(t) if t.error_code == 36 => Some(String::new()),
+                _ => None,
+            },
             Ok(other) => {
                 tracing::debug!(client = %self.name, ?other, "unexpected CreateTopics answer");
-                false
+                None
             }
             Err(e) => {
                 tracing::debug!(client = %self.name, error = %e.0, "CreateTopics");
-                false
+                None
             }
         }
     }
@@ -681,10 +692,10 @@ pub async fn consumer(mut s: Session, until: Duration) {
 pub async fn admin(mut s: Session, until: Duration) {
     let mut incarnation = 0u32;
     while s.now() < until {
-        if !s.create_topic(CHURN_TOPIC, 1).await {
+        let Some(topic_id) = s.create_topic_id(CHURN_TOPIC, 1).await else {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
-        }
+        };
         incarnation += 1;
         s.refresh(CHURN_TOPIC).await;
         for k in 0..3 {
@@ -718,6 +729,14 @@ pub async fn admin(mut s: Session, until: Duration) {
             }
         }
         if deleted {
+            if !topic_id.is_empty() {
+                s.history.record(
+                    s.now(),
+                    Event::Deleted {
+                        topic_id: topic_id.clone(),
+                    },
+                );
+            }
             // Acknowledged deleted: nobody may serve its records any more.
             let values = match s.fetch(CHURN_TOPIC, 0, 0).await {
                 Some((got, _)) => got.into_iter().map(|(_, v, _)| v).collect(),

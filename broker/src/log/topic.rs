@@ -228,6 +228,10 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
 /// later by [`reap_tombstones`]. Only the controller calls this (it is the
 /// topics' single writer), so the name cannot be re-claimed meanwhile.
 pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
+    #[cfg(madsim)]
+    if crate::historical::on("stuck-topic-delete") {
+        return delete_in_place_once(vfs, meta).await;
+    }
     let tombstone = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{}", meta.id));
     match vfs.rename(&topic_dir(&meta.id), &tombstone).await {
         Ok(()) => {}
@@ -260,6 +264,26 @@ pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
         }
     }
     false
+}
+
+/// The historical deletion (scenario `stuck-topic-delete`): one recursive
+/// delete in place, a warning if it could not finish, success reported all
+/// the same. A `.nfs` file of a segment still open somewhere keeps the
+/// directory, and nothing ever comes back for it.
+#[cfg(madsim)]
+async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
+    match converge_remove(vfs, &topic_dir(&meta.id)).await {
+        Ok(r) if r.is_gone() => {}
+        Ok(r) => {
+            tracing::warn!(topic_id = %meta.id, left = ?r, "could not delete the whole topic; carrying on")
+        }
+        Err(e) => {
+            tracing::warn!(topic_id = %meta.id, error = %e, "recursive delete failed; carrying on")
+        }
+    }
+    names::release(vfs, &meta.name, Some(&meta.id))
+        .await
+        .map(|_| ())
 }
 
 /// Removes what is left of deleted topics, as far as the volume allows now.

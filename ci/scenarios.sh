@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The regression suite of the historical bugs: every scenario under
+# scenarios/ must pass with today's code on its seed and 9 nearby seeds,
+# and, with its bug switched back on (--reintroduce <name>), fail with
+# exactly its invariant on its own seed and on at least 8 of those 10.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sim() { cargo run --locked -q -p sim -- "$@"; }
+start=$SECONDS
+for file in scenarios/*.toml; do
+    name=$(basename "$file" .toml)
+    echo "--- $name"
+    today=$(sim --scenario "$name" --nearby 9 2>/dev/null) || {
+        echo "$today" | grep -E 'violation|replay' >&2
+        echo "$name: today's code fails the scenario" >&2
+        exit 1
+    }
+    echo "$today" | grep '^passed'
+    set +e
+    bug=$(sim --scenario "$name" --reintroduce "$name" --nearby 9 2>/dev/null)
+    rc=$?
+    set -e
+    if [ "$rc" -eq 0 ]; then
+        echo "$name: the reintroduced bug went unnoticed" >&2
+        exit 1
+    fi
+    summary=$(echo "$bug" | grep '^caught')
+    echo "$summary"
+    caught=$(echo "$summary" | awk '{print $2}')
+    if [ "$caught" -lt 8 ]; then
+        echo "$name: caught on only $caught of 10 seeds (at least 8 needed)" >&2
+        exit 1
+    fi
+    # The scenario's own seed must be caught, with the named invariant only.
+    own=$(echo "$bug" | awk '/^seed=/{n++} n==1' | grep '  violation:' | awk '{print $2}' | sort -u)
+    invariant=$(grep '^invariant' "$file" | sed 's/.*"\(.*\)"/\1/')
+    if [ "$own" != "$invariant" ]; then
+        echo "$name: its own seed reported '${own:-nothing}', expected $invariant" >&2
+        exit 1
+    fi
+done
+echo "scenarios: all passed today and caught reintroduced, in $((SECONDS - start)) s"
