@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 pub const MARK: &str = "kaas-reintroduced-historical-bug";
 
 /// The bugs that can be switched back on.
-pub const BUGS: &[&str] = &["stuck-topic-delete"];
+pub const BUGS: &[&str] = &["stuck-topic-delete", "zombie-append"];
 
 thread_local! {
     // One simulated run lives on one thread (madsim), so a thread-local

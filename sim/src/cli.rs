@@ -175,11 +175,7 @@ fn run_scenario(args: &Args, name: &str) -> ExitCode {
             replay_cmd.push_str(&format!(" --nearby {}", seed - scenario.seed));
         }
         print_report(args, &report, &replay_cmd);
-        let caught = !report.passed()
-            && report
-                .violations
-                .iter()
-                .all(|v| v.split(' ').next() == Some(scenario.invariant.as_str()));
+        let caught = scenario.caught(&report.violations);
         any_failed |= !report.passed();
         if (args.reintroduce.is_some() && caught) || (args.reintroduce.is_none() && report.passed())
         {

@@ -181,12 +181,20 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
-    observer.spawn(observe(
+    let longest_pause = opts
+        .scripted
+        .iter()
+        .filter(|f| matches!(f.kind, FaultKind::Pause(_)))
+        .map(|f| f.lasts)
+        .max()
+        .unwrap_or_default();
+    observer.spawn(observe_with_pauses(
         Arc::new(nfs.host(OBSERVER_HOST)),
         opts.brokers,
         trace.clone(),
         violations.clone(),
         stamp,
+        longest_pause,
     ));
 
     // The clients, each on a node of its own so links can be cut one by one.
@@ -571,12 +579,24 @@ pub async fn observe(
     violations: Violations,
     stamp: impl Fn() -> String,
 ) {
+    observe_with_pauses(vfs, brokers, trace, violations, stamp, Duration::ZERO).await
+}
+
+/// [`observe`], allowing for scripted pauses up to `longest_pause`.
+pub async fn observe_with_pauses(
+    vfs: Arc<dyn Vfs>,
+    brokers: u32,
+    trace: Trace,
+    violations: Violations,
+    stamp: impl Fn() -> String,
+    longest_pause: Duration,
+) {
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
     let started = Instant::now();
     let mut reported_absent = std::collections::BTreeSet::new();
     // Three missed heartbeats, plus the longest pause the fault schedule
     // injects (8 s) and a stalled NFS server (5 s) on top.
-    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14);
+    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14) + longest_pause;
     let mut interval = tokio::time::interval(OBSERVE_EVERY);
     loop {
         interval.tick().await;

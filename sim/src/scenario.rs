@@ -23,6 +23,11 @@ pub struct Scenario {
     pub faults: Vec<String>,
     /// The invariant the historical bug breaks, as the checker names it.
     pub invariant: String,
+    /// Invariants that break as direct consequences of the same fault (an
+    /// overwritten record is also read two ways); with the bug, the run
+    /// must report `invariant` and nothing outside these.
+    #[serde(default)]
+    pub consequences: Vec<String>,
     #[serde(default)]
     pub timeline: Vec<Step>,
     /// The model NFS, used as given (caches and faults) instead of the
@@ -67,6 +72,15 @@ pub fn load(name_or_path: &str) -> Result<Scenario, String> {
 }
 
 impl Scenario {
+    /// Whether a run's violations are this scenario's bug being caught.
+    pub fn caught(&self, violations: &[String]) -> bool {
+        let name = |v: &String| v.split(' ').next().unwrap_or("").to_owned();
+        violations.iter().any(|v| name(v) == self.invariant)
+            && violations
+                .iter()
+                .all(|v| name(v) == self.invariant || self.consequences.contains(&name(v)))
+    }
+
     fn validate(&self) -> Result<(), String> {
         for f in &self.faults {
             if !FAULT_KINDS.contains(&f.as_str()) {

@@ -169,6 +169,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The offset after a segment's last record, as its manifest entry says.
+#[cfg(madsim)]
+fn manifest_next(seg: &SegmentMeta) -> i64 {
+    match seg.state {
+        SegmentState::Sealed { next_offset, .. } => next_offset,
+        SegmentState::Active {
+            checkpoint_next_offset,
+            ..
+        } => checkpoint_next_offset,
+    }
+}
+
 impl PartitionLog {
     /// Takes over the partition in `dir` as leader of `epoch` (see the
     /// module docs for the order). Creates nothing but this epoch's claim,
@@ -229,6 +241,8 @@ impl PartitionLog {
         let mut adopted = Bytes::new();
         let mut adopted_batches: Vec<(u64, batch::BatchHeader)> = Vec::new();
         let mut adopted_max_ts = -1;
+        #[cfg(madsim)]
+        let mut previous_checkpoint = None;
         if let Some(last) = manifest.segments.last_mut() {
             if let SegmentState::Active {
                 checkpoint_position,
@@ -278,12 +292,33 @@ impl PartitionLog {
                 }
                 adopted = bytes;
                 adopted_max_ts = tail.max_timestamp;
+                #[cfg(madsim)]
+                {
+                    previous_checkpoint = Some(checkpoint_position);
+                }
                 last.state = SegmentState::Sealed {
                     end_position: checkpoint_position,
                     next_offset: checkpoint_next_offset,
                     max_timestamp,
                 };
             }
+        }
+        #[cfg(madsim)]
+        if let Some(at) = previous_checkpoint.filter(|_| crate::historical::on("zombie-append")) {
+            return Self::append_to_previous_segment(
+                vfs,
+                dir,
+                epoch,
+                fence,
+                config,
+                manifest,
+                producers,
+                adopted_batches,
+                at,
+                adopted.len() as u64,
+                adopted_max_ts,
+            )
+            .await;
         }
         let base_offset = manifest.next_offset();
         let next_offset = adopted_batches
@@ -349,6 +384,83 @@ impl PartitionLog {
         };
         log.sweep_orphans().await;
         Ok(log)
+    }
+
+    /// The historical takeover (scenario `zombie-append`): the new leader
+    /// goes on appending to the previous epoch's segment, at the end its
+    /// own scan saw, instead of a segment of its own. A paused predecessor
+    /// that wakes up and flushes writes into the same file at the same
+    /// positions.
+    #[cfg(madsim)]
+    #[allow(clippy::too_many_arguments)]
+    async fn append_to_previous_segment(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        epoch: u32,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+        mut manifest: Manifest,
+        producers: ProducerState,
+        tail: Vec<(u64, batch::BatchHeader)>,
+        checkpoint: u64,
+        tail_len: u64,
+        max_timestamp: i64,
+    ) -> Result<Self, LogError> {
+        let Some(last) = manifest.segments.last_mut() else {
+            return Err(io::Error::other("no segment to append to").into());
+        };
+        let position = checkpoint + tail_len;
+        let next_offset = tail
+            .last()
+            .map_or(manifest_next(last), |(_, h)| h.next_offset());
+        last.state = SegmentState::Active {
+            checkpoint_position: position,
+            checkpoint_next_offset: next_offset,
+            max_timestamp,
+        };
+        let key = (last.base_offset, last.epoch);
+        let file = vfs
+            .open(&dir.join(last.file_name()), OpenOptions::write())
+            .await?;
+        manifest.epoch = epoch;
+        manifest.producers = producers.clone();
+        manifest.write(vfs.as_ref(), &dir).await?;
+        let mut index = SegmentIndex::new(config.index_interval_bytes);
+        for (pos, h) in &tail {
+            index.add(checkpoint + pos, h);
+        }
+        let index: SharedIndex = Arc::new(Mutex::new(index));
+        Ok(Self {
+            view: Mutex::new(View {
+                segments: manifest.segments.clone(),
+                indexes: BTreeMap::from([(key, index.clone())]),
+                log_start_offset: manifest.log_start_offset,
+                high_watermark: next_offset,
+                active_end: position,
+                active_max_timestamp: max_timestamp,
+                handles: BTreeMap::new(),
+                pending_deletes: Vec::new(),
+            }),
+            writer: tokio::sync::Mutex::new(Writer {
+                file,
+                position,
+                next_offset,
+                max_timestamp,
+                index,
+                since_checkpoint: 0,
+                producers,
+                manifest,
+                failed: None,
+            }),
+            queue: Mutex::new(Vec::new()),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            vfs,
+            dir,
+            epoch,
+            config: Mutex::new(config),
+            fence,
+        })
     }
 
     fn cfg(&self) -> LogConfig {
