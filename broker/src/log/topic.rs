@@ -135,6 +135,18 @@ pub async fn create_topic_with(
         discard(vfs, &staging).await;
         return Err(e.into());
     }
+    // The controller sweeps staging directories it takes for abandoned, and
+    // a sweep can remove files of this one just before the rename. Once
+    // renamed, nobody touches it by that path any more: check it is whole
+    // before it gets a name.
+    if let Err(why) = staged_whole(vfs, &meta).await {
+        abandon(vfs, &meta.id).await;
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("topic {name:?} was damaged while it was being created ({why}); try again"),
+        )
+        .into());
+    }
     let token = ClaimToken::fresh(&meta.id);
     let mut result = names::claim_name(vfs, name, &meta.id, &token).await;
     if let Ok(NameClaim::Taken(holder)) = &result {
@@ -158,6 +170,30 @@ pub async fn create_topic_with(
             Err(e.into())
         }
     }
+}
+
+/// Whether a just-renamed topic has its meta and every partition's first
+/// manifest (fresh opens).
+async fn staged_whole(vfs: &dyn Vfs, meta: &TopicMeta) -> Result<(), String> {
+    match read_meta(vfs, &meta.id).await {
+        Ok(m) if m.partitions == meta.partitions => {}
+        Ok(m) => {
+            return Err(format!(
+                "{} partitions of {}",
+                m.partitions, meta.partitions
+            ));
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    for p in 0..meta.partitions {
+        let first = super::manifest::manifest_path(&partition_dir(&meta.id, p), 0);
+        match vfs::exists_now(vfs, &first).await {
+            Ok(true) => {}
+            Ok(false) => return Err(format!("{} is missing", first.display())),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
 }
 
 /// A topic that lost its name (or whose claim failed) is turned into a
