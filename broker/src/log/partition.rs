@@ -165,6 +165,17 @@ pub struct PartitionLog {
 
 type SharedIndex = Arc<Mutex<SegmentIndex>>;
 
+/// The segment a new leader appends to, as its takeover left it.
+struct ActiveSegment {
+    file: Box<dyn VfsFile>,
+    /// (base offset, epoch) of the segment, as the view keys it.
+    key: (i64, u32),
+    index: SegmentIndex,
+    position: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -350,38 +361,19 @@ impl PartitionLog {
         for (pos, h) in &adopted_batches {
             own_index.add(*pos, h);
         }
-        let index: SharedIndex = Arc::new(Mutex::new(own_index));
-        let log = Self {
-            view: Mutex::new(View {
-                segments: manifest.segments.clone(),
-                indexes: BTreeMap::from([((base_offset, epoch), index.clone())]),
-                log_start_offset: manifest.log_start_offset,
-                high_watermark: next_offset,
-                active_end: position,
-                active_max_timestamp: adopted_max_ts,
-                handles: BTreeMap::new(),
-                pending_deletes: Vec::new(),
-            }),
-            writer: tokio::sync::Mutex::new(Writer {
+        let log = Self::assemble(
+            (vfs, dir, epoch, fence, config),
+            manifest,
+            producers,
+            ActiveSegment {
                 file,
+                key: (base_offset, epoch),
+                index: own_index,
                 position,
                 next_offset,
                 max_timestamp: adopted_max_ts,
-                index,
-                since_checkpoint: 0,
-                producers,
-                manifest,
-                failed: None,
-            }),
-            queue: Mutex::new(Vec::new()),
-            next_id: std::sync::atomic::AtomicU64::new(0),
-            stopped: std::sync::atomic::AtomicBool::new(false),
-            vfs,
-            dir,
-            epoch,
-            config: Mutex::new(config),
-            fence,
-        };
+            },
+        );
         log.sweep_orphans().await;
         Ok(log)
     }
@@ -429,23 +421,51 @@ impl PartitionLog {
         for (pos, h) in &tail {
             index.add(checkpoint + pos, h);
         }
-        let index: SharedIndex = Arc::new(Mutex::new(index));
-        Ok(Self {
+        Ok(Self::assemble(
+            (vfs, dir, epoch, fence, config),
+            manifest,
+            producers,
+            ActiveSegment {
+                file,
+                key,
+                index,
+                position,
+                next_offset,
+                max_timestamp,
+            },
+        ))
+    }
+
+    /// The log of a takeover, from what it found and the segment it writes.
+    fn assemble(
+        (vfs, dir, epoch, fence, config): (
+            Arc<dyn Vfs>,
+            PathBuf,
+            u32,
+            Arc<dyn LeadershipFence>,
+            LogConfig,
+        ),
+        manifest: Manifest,
+        producers: ProducerState,
+        active: ActiveSegment,
+    ) -> Self {
+        let index: SharedIndex = Arc::new(Mutex::new(active.index));
+        Self {
             view: Mutex::new(View {
                 segments: manifest.segments.clone(),
-                indexes: BTreeMap::from([(key, index.clone())]),
+                indexes: BTreeMap::from([(active.key, index.clone())]),
                 log_start_offset: manifest.log_start_offset,
-                high_watermark: next_offset,
-                active_end: position,
-                active_max_timestamp: max_timestamp,
+                high_watermark: active.next_offset,
+                active_end: active.position,
+                active_max_timestamp: active.max_timestamp,
                 handles: BTreeMap::new(),
                 pending_deletes: Vec::new(),
             }),
             writer: tokio::sync::Mutex::new(Writer {
-                file,
-                position,
-                next_offset,
-                max_timestamp,
+                file: active.file,
+                position: active.position,
+                next_offset: active.next_offset,
+                max_timestamp: active.max_timestamp,
                 index,
                 since_checkpoint: 0,
                 producers,
@@ -460,7 +480,7 @@ impl PartitionLog {
             epoch,
             config: Mutex::new(config),
             fence,
-        })
+        }
     }
 
     fn cfg(&self) -> LogConfig {
