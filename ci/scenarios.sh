@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sim() { cargo run --locked -q -p sim -- "$@"; }
 start=$SECONDS
+table="| scenario | today's code | reintroduced | seconds |\n|---|---|---|---|"
 for file in scenarios/*.toml; do
+    began=$SECONDS
     name=$(basename "$file" .toml)
     echo "--- $name"
     today=$(sim --scenario "$name" --nearby 9 2>/dev/null) || {
@@ -15,7 +17,8 @@ for file in scenarios/*.toml; do
         echo "$name: today's code fails the scenario" >&2
         exit 1
     }
-    echo "$today" | grep '^passed'
+    passed=$(echo "$today" | grep '^passed')
+    echo "$passed"
     set +e
     bug=$(sim --scenario "$name" --reintroduce "$name" --nearby 9 2>/dev/null)
     rc=$?
@@ -45,5 +48,9 @@ for file in scenarios/*.toml; do
         exit 1
         ;;
     esac
+    table="$table\n| $name | ${passed#passed } | $(echo "$summary" | cut -d' ' -f2-4) | $((SECONDS - began)) |"
 done
+echo
+printf '%b\n' "$table"
+echo
 echo "scenarios: all passed today and caught reintroduced, in $((SECONDS - start)) s"

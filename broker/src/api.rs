@@ -4,7 +4,6 @@
 //! cluster of one: it elects itself and assigns itself every partition);
 //! data goes through the partition logs this broker leads.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1002,30 +1001,34 @@ impl Api {
                 .iter()
                 .map(|t| (t.name.as_ref().map(|n| name_of(n).to_owned()), t.topic_id)),
         );
-        let mut by_id: BTreeMap<String, TopicMeta> = BTreeMap::new();
-        if wanted.iter().any(|(n, _)| n.is_none()) {
-            for name in self.all_topic_names().await {
-                if let Ok(Some(m)) = topic::lookup(self.vfs.as_ref(), &name).await {
-                    by_id.insert(m.id.clone(), m);
-                }
-            }
-        }
         let mut results = Vec::new();
         for (name, id) in wanted {
+            // A lookup that failed says nothing about the topic: the client
+            // must retry, not conclude that it does not exist.
             let meta = match &name {
-                Some(n) => topic::lookup(self.vfs.as_ref(), n).await.ok().flatten(),
-                None => by_id.get(&id.hyphenated().to_string()).cloned(),
+                Some(n) => topic::lookup(self.vfs.as_ref(), n)
+                    .await
+                    .map_err(|e| lookup_error(&e)),
+                // By id: the topic's own directory, read fresh.
+                None => {
+                    match topic::read_meta(self.vfs.as_ref(), &id.hyphenated().to_string()).await {
+                        Ok(m) => Ok(Some(m)),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(lookup_error(&e)),
+                    }
+                }
             };
             let result = DeletableTopicResult::default()
                 .with_name(name.as_deref().map(topic_name))
                 .with_topic_id(id);
             let result = match meta {
-                None => result.with_error_code(if name.is_some() {
+                Err(c) => result.with_error_code(c),
+                Ok(None) => result.with_error_code(if name.is_some() {
                     code(ResponseError::UnknownTopicOrPartition)
                 } else {
                     code(ResponseError::UnknownTopicId)
                 }),
-                Some(m) => match self.delete_and_reap(&m).await {
+                Ok(Some(m)) => match self.delete_and_reap(&m).await {
                     Ok(()) if version >= 6 => result
                         .with_name(Some(topic_name(&m.name)))
                         .with_topic_id(uuid_of(&m)),

@@ -13,7 +13,12 @@ use std::collections::BTreeSet;
 pub const MARK: &str = "kaas-reintroduced-historical-bug";
 
 /// The bugs that can be switched back on.
-pub const BUGS: &[&str] = &["stuck-topic-delete", "zombie-append"];
+pub const BUGS: &[&str] = &[
+    "torn-assignment",
+    "stuck-topic-delete",
+    "resurrected-partition",
+    "zombie-append",
+];
 
 thread_local! {
     // One simulated run lives on one thread (madsim), so a thread-local

@@ -342,3 +342,70 @@ async fn offset_for_leader_epoch_answers_where_each_epoch_ends() {
     let moved = b.epoch_end(4, orders(), 0, 5, 4).await;
     assert_eq!((moved.error_code, moved.end_offset), (6, -1));
 }
+
+/// DeleteTopics on a volume that fails every read: the answer must be a
+/// retriable storage error, never UNKNOWN_TOPIC_OR_PARTITION (a client
+/// takes that as "already gone" while the topic is still there).
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn delete_topics_does_not_call_an_unreadable_topic_unknown() {
+    use kafka_protocol::messages::DeleteTopicsRequest;
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    let mem: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    broker::node::prepare_volume(mem.as_ref()).await.unwrap();
+    let meta = topic::create_topic(mem.as_ref(), "orders", 1)
+        .await
+        .unwrap();
+    let cut = vfs::testkit::Interrupting::new(mem.clone(), 0);
+    // The first change is refused, and from then on every read too.
+    assert!(cut.mkdir(std::path::Path::new("x")).await.is_err());
+    assert!(cut.tripped());
+    let broken: Arc<dyn Vfs> = Arc::new(cut);
+    let leaders = Arc::new(Leaders::new(broken.clone(), 0, LogConfig::default()));
+    let coordinators = Arc::new(broker::groups::Coordinators::new(
+        broken.clone(),
+        0,
+        broker::groups::GroupConfig::default(),
+    ));
+    let (_publish, assignment) = watch::channel(None);
+    let api = Api::new(
+        broken,
+        ApiConfig {
+            broker_id: 0,
+            advertised: "localhost:9092".into(),
+            auto_create_topics: false,
+            default_partitions: 1,
+            max_message_bytes: 1 << 20,
+        },
+        leaders,
+        coordinators,
+        assignment,
+    );
+    let id = uuid::Uuid::parse_str(&meta.id).unwrap();
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![orders()])
+        .with_topics(vec![DeleteTopicState::default().with_topic_id(id)]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::DeleteTopics as i16)
+        .with_request_api_version(6);
+    let ResponseKind::DeleteTopics(r) = api
+        .handle(&header, RequestKind::DeleteTopics(request))
+        .await
+        .unwrap()
+        .expect("a response")
+    else {
+        panic!("not a DeleteTopics response");
+    };
+    let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![56, 56],
+        "KAFKA_STORAGE_ERROR for the name and the id"
+    );
+    assert!(
+        topic::lookup(mem.as_ref(), "orders")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

@@ -58,6 +58,11 @@ pub struct Args {
     #[arg(long, default_value_t = 0, requires = "scenario")]
     pub nearby: u64,
 
+    /// With --scenario: run only the seed this far after the scenario's
+    /// own (how a failing nearby seed is replayed).
+    #[arg(long, requires = "scenario", conflicts_with = "nearby")]
+    pub offset: Option<u64>,
+
     /// Run each seed twice and fail if the traces differ.
     #[arg(long)]
     pub check_determinism: bool,

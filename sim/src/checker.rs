@@ -63,8 +63,45 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
     let mut committed: BTreeMap<(&str, i32), (i64, String)> = BTreeMap::new();
     let mut in_doubt: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
     let mut owners: BTreeMap<(i32, i32), &str> = BTreeMap::new();
+    // Per broker and partition: every answer's arrival, epoch and client.
+    type Answers<'a> = Vec<(std::time::Duration, i32, &'a str)>;
+    let mut epochs: BTreeMap<(u32, &str, i32), Answers> = BTreeMap::new();
+    let mut regressed: BTreeSet<(u32, &str, i32)> = BTreeSet::new();
     for (t, e) in events {
         match e {
+            // A broker never goes back to an older leader epoch of a
+            // partition: it only follows newer assignments. Only answers in
+            // real-time order count: one that arrived before this request
+            // was sent (an answer held up by the network was made earlier).
+            Event::Metadata {
+                client,
+                sent,
+                broker,
+                topic_id,
+                partitions,
+            } => {
+                for (p, leader, epoch) in partitions {
+                    if *leader < 0 || *epoch < 0 {
+                        continue;
+                    }
+                    let key = (*broker, topic_id.as_str(), *p);
+                    let earlier = epochs.entry(key).or_default();
+                    let before = earlier
+                        .iter()
+                        .filter(|(got, _, _)| got < sent)
+                        .max_by_key(|(_, e, _)| *e);
+                    if let Some((got, seen, who)) = before {
+                        if epoch < seen && regressed.insert(key) {
+                            out.push(format!(
+                                "epoch-regression broker-{broker} answered {client} (asked at {}) that broker-{leader} leads {topic_id}/{p} in leader epoch {epoch}, after answering {who} leader epoch {seen} at {}",
+                                at(sent),
+                                at(got)
+                            ));
+                        }
+                    }
+                    earlier.push((*t, *epoch, client.as_str()));
+                }
+            }
             Event::Produce {
                 client,
                 idempotent,
@@ -256,6 +293,8 @@ pub fn counts(
             Event::Assigned { .. } => &["group-exclusivity"],
             Event::ChurnRead { .. } => &["recreated-topic-not-empty"],
             Event::DeletedRead { .. } => &["read-from-deleted-topic"],
+            Event::Metadata { .. } => &["epoch-regression"],
+            Event::Deleted { .. } => &["deletion-leftover", "deleted-partition-recreated"],
             _ => &[],
         };
         for k in keys {
@@ -305,6 +344,21 @@ mod tests {
 
     fn event(e: Event) -> (Duration, Event) {
         (Duration::from_secs(1), e)
+    }
+
+    /// Broker 0 answering, between `sent` and `got` seconds, that `leader`
+    /// leads partition 0 in `epoch`.
+    fn metadata(leader: i32, epoch: i32, sent: u64, got: u64) -> (Duration, Event) {
+        (
+            Duration::from_secs(got),
+            Event::Metadata {
+                client: "c".into(),
+                sent: Duration::from_secs(sent),
+                broker: 0,
+                topic_id: "t".into(),
+                partitions: vec![(0, leader, epoch)],
+            },
+        )
     }
 
     fn poll(from: i64, got: &[(i64, &str)]) -> (Duration, Event) {
@@ -390,6 +444,16 @@ mod tests {
                 clean_log.clone(),
             ),
             (
+                "epoch-regression",
+                vec![
+                    metadata(1, 3, 1, 2),
+                    metadata(2, 3, 3, 4),
+                    metadata(1, 4, 5, 6),
+                    metadata(0, 2, 7, 8),
+                ],
+                clean_log.clone(),
+            ),
+            (
                 "split-brain",
                 vec![acked(0, "b", 1, 2), acked(0, "c", 2, 1)],
                 clean_log.clone(),
@@ -424,6 +488,11 @@ mod tests {
             );
         }
         let quiet = vec![
+            // Overlapping requests: the older answer was made before the
+            // newer one, whatever the order of arrival.
+            metadata(1, 3, 1, 2),
+            metadata(1, 4, 3, 5),
+            metadata(0, 3, 4, 6),
             // A commit that got no positive answer may land after a newer one.
             event(Event::Commit {
                 group: "g".into(),

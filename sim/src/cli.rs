@@ -163,8 +163,12 @@ fn run_scenario(args: &Args, name: &str) -> ExitCode {
     );
     let mut any_failed = false;
     let mut expected = 0;
-    let seeds = scenario.seed..=scenario.seed + args.nearby;
+    let seeds = match args.offset {
+        Some(k) => scenario.seed + k..=scenario.seed + k,
+        None => scenario.seed..=scenario.seed + args.nearby,
+    };
     let total = seeds.clone().count();
+    let mut last_trace = Vec::new();
     for seed in seeds {
         let report = harness::run(&scenario.options(seed, &bugs));
         let mut replay_cmd = format!("cargo run -p sim -- --scenario {}", scenario.name);
@@ -172,19 +176,33 @@ fn run_scenario(args: &Args, name: &str) -> ExitCode {
             replay_cmd.push_str(&format!(" --reintroduce {b}"));
         }
         if seed != scenario.seed {
-            replay_cmd.push_str(&format!(" --nearby {}", seed - scenario.seed));
+            replay_cmd.push_str(&format!(" --offset {}", seed - scenario.seed));
         }
         print_report(args, &report, &replay_cmd);
-        let caught = scenario.caught(&report.violations);
+        last_trace = report.trace.clone();
+        let caught = scenario.caught(&report.violations, seed == scenario.seed);
         any_failed |= !report.passed();
         if (args.reintroduce.is_some() && caught) || (args.reintroduce.is_none() && report.passed())
         {
             expected += 1;
         }
     }
+    if let Some(path) = &args.trace {
+        if let Err(e) = std::fs::write(path, last_trace.join("\n") + "\n") {
+            eprintln!("cannot write the trace to {}: {e}", path.display());
+        }
+    }
     if args.reintroduce.is_some() {
+        let also = if scenario.consequences.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; nearby seeds may show only its consequences {}",
+                scenario.consequences.join(", ")
+            )
+        };
         println!(
-            "caught {expected} of {total} (invariant {}){}",
+            "caught {expected} of {total} (invariant {}{also}){}",
             scenario.invariant,
             if args.nearby > 0 {
                 " over the scenario's seed and its nearby seeds"

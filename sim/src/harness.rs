@@ -181,20 +181,14 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
-    let longest_pause = opts
-        .scripted
-        .iter()
-        .filter(|f| matches!(f.kind, FaultKind::Pause(_)))
-        .map(|f| f.lasts)
-        .max()
-        .unwrap_or_default();
+    let frozen = Frozen::default();
     observer.spawn(observe_with_pauses(
         Arc::new(nfs.host(OBSERVER_HOST)),
         opts.brokers,
         trace.clone(),
         violations.clone(),
         stamp,
-        longest_pause,
+        frozen.clone(),
     ));
 
     // The clients, each on a node of its own so links can be cut one by one.
@@ -218,7 +212,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .name(role)
             .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1 + i as u8)))
             .build();
-        let session = Session::new(role, opts.brokers, start, history.clone());
+        let mut session = Session::new(role, opts.brokers, start, history.clone());
+        let volume = nfs.clone();
+        session.volume_mark = Some(Arc::new(move || volume.mark()));
         let task = node.spawn(async move {
             let mut session = session;
             while !session
@@ -246,18 +242,45 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         clients.len(),
         faults_end,
     );
-    faults.extend(opts.scripted.iter().cloned());
+    faults.extend(
+        opts.scripted
+            .iter()
+            .filter(|f| f.trigger.is_none())
+            .cloned(),
+    );
     faults.sort_by_key(|f| f.at);
-    let mut fault_counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let fault_counts = Counts::default();
+    let env = Arc::new(FaultEnv {
+        handle: handle.clone(),
+        nfs: nfs.clone(),
+        clocks: clocks.clone(),
+        brokers: brokers.clone(),
+        clients: clients.clone(),
+        trace: trace.clone(),
+        counts: fault_counts.clone(),
+        start,
+        frozen,
+    });
+    // Triggered steps wait for their call on their own, alongside the
+    // timeline.
+    let triggered: Vec<_> = opts
+        .scripted
+        .iter()
+        .filter(|f| f.trigger.is_some())
+        .cloned()
+        .map(|f| {
+            let env = env.clone();
+            tokio::spawn(async move { env.run_triggered(f, faults_end).await })
+        })
+        .collect();
     for f in &faults {
         tokio::time::sleep(f.at.saturating_sub(start.elapsed())).await;
-        trace.record(format!("{} fault {}", stamp(), f.describe()));
-        *fault_counts.entry(f.kind.name()).or_default() += 1;
-        apply(&handle, &nfs, &clocks, &brokers, &clients, f, true);
-        tokio::time::sleep(f.lasts).await;
-        trace.record(format!("{} heal {}", stamp(), f.describe()));
-        apply(&handle, &nfs, &clocks, &brokers, &clients, f, false);
+        env.inject(f).await;
     }
+    for t in triggered {
+        let _ = t.await;
+    }
+    let fault_counts = fault_counts.take();
 
     // Liveness: with every fault healed and the clients done (their last
     // retries included), the cluster must converge.
@@ -280,11 +303,11 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .await
         .unwrap_or_default();
     // Deletions must finish within the same deadline.
-    let deleted: Vec<String> = history
+    let deleted: Vec<(String, u64)> = history
         .events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            Event::Deleted { topic_id } => Some(topic_id),
+            Event::Deleted { topic_id, mark } => Some((topic_id, mark)),
             _ => None,
         })
         .collect();
@@ -349,6 +372,153 @@ pub struct Fault {
     pub at: Duration,
     pub lasts: Duration,
     pub kind: FaultKind,
+    /// Armed at `at`, the fault waits for a broker's call to match.
+    pub trigger: Option<Trigger>,
+}
+
+/// A fault placed at a point of a broker's work rather than at a time:
+/// the first volume call (`"<op> <path>"`, see `ModelNfs::watch`) that
+/// contains `on` after the fault is armed sets it off.
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    pub on: String,
+    /// Whom the fault hits: the broker that made the call, or every other.
+    pub others: bool,
+    /// How long after the call.
+    pub delay: Duration,
+}
+
+/// Faults injected so far, by kind (shared by the concurrent injectors).
+#[derive(Clone, Default)]
+struct Counts(Arc<std::sync::Mutex<BTreeMap<&'static str, usize>>>);
+
+impl Counts {
+    fn add(&self, kind: &'static str) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(kind)
+            .or_default() += 1;
+    }
+
+    fn take(&self) -> BTreeMap<&'static str, usize> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// What injecting a fault needs.
+struct FaultEnv {
+    handle: Handle,
+    nfs: ModelNfs,
+    clocks: Vec<WallClock>,
+    brokers: Vec<NodeHandle>,
+    clients: Vec<NodeHandle>,
+    trace: Trace,
+    counts: Counts,
+    start: Instant,
+    frozen: Frozen,
+}
+
+impl FaultEnv {
+    fn stamp(&self) -> String {
+        format!("{:>9.3}s", self.start.elapsed().as_secs_f64())
+    }
+
+    /// Applies `f`, waits `f.lasts`, heals it.
+    async fn inject(&self, f: &Fault) {
+        self.trace
+            .record(format!("{} fault {}", self.stamp(), f.describe()));
+        self.counts.add(f.kind.name());
+        let apply_all = |on| {
+            apply(
+                &self.handle,
+                &self.nfs,
+                &self.clocks,
+                &self.brokers,
+                &self.clients,
+                f,
+                on,
+            )
+        };
+        if let FaultKind::Pause(b) = f.kind {
+            self.frozen.set(b as u32, true);
+        }
+        apply_all(true);
+        tokio::time::sleep(f.lasts).await;
+        self.trace
+            .record(format!("{} heal {}", self.stamp(), f.describe()));
+        apply_all(false);
+        if let FaultKind::Pause(b) = f.kind {
+            self.frozen.set(b as u32, false);
+        }
+    }
+
+    /// Arms `f`'s watch at `f.at` and injects `f` on the broker(s) its
+    /// trigger names once a call matches; gives up at `end`.
+    async fn run_triggered(&self, f: Fault, end: Duration) {
+        let Some(trigger) = f.trigger.clone() else {
+            return;
+        };
+        tokio::time::sleep(f.at.saturating_sub(self.start.elapsed())).await;
+        let watch = self.nfs.watch(&trigger.on);
+        self.trace.record(format!(
+            "{} armed {} on {:?}",
+            self.stamp(),
+            f.describe(),
+            trigger.on
+        ));
+        let caller = loop {
+            if let Some(host) = self.nfs.watch_fired(watch) {
+                break host as usize;
+            }
+            if self.start.elapsed() >= end {
+                self.trace
+                    .record(format!("{} never triggered {:?}", self.stamp(), trigger.on));
+                return;
+            }
+            // Finer than any volume call's latency in a scenario, so the
+            // fault lands before the caller's next call does.
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        };
+        if caller >= self.brokers.len() {
+            return; // the observer's or a client's host
+        }
+        self.trace.record(format!(
+            "{} triggered by broker-{caller}: {:?}",
+            self.stamp(),
+            trigger.on
+        ));
+        tokio::time::sleep(trigger.delay).await;
+        let targets: Vec<usize> = if trigger.others {
+            (0..self.brokers.len()).filter(|&b| b != caller).collect()
+        } else {
+            vec![caller]
+        };
+        let hits: Vec<Fault> = targets
+            .into_iter()
+            .map(|b| Fault {
+                kind: f.kind.on_broker(b),
+                trigger: None,
+                ..f.clone()
+            })
+            .collect();
+        futures_join_all(hits.iter().map(|h| self.inject(h))).await;
+    }
+}
+
+/// Runs the futures concurrently on this task and waits for all.
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+    let mut set: Vec<std::pin::Pin<Box<F>>> = futs.map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if set.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 #[derive(Clone, Debug)]
@@ -369,6 +539,21 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// The same fault aimed at broker `b`.
+    pub fn on_broker(&self, b: usize) -> FaultKind {
+        match self {
+            FaultKind::Crash(_) => FaultKind::Crash(b),
+            FaultKind::Pause(_) => FaultKind::Pause(b),
+            FaultKind::Isolate(_) => FaultKind::Isolate(b),
+            FaultKind::CutLink { client, .. } => FaultKind::CutLink {
+                client: *client,
+                broker: b,
+            },
+            FaultKind::ClockJump { ms, .. } => FaultKind::ClockJump { broker: b, ms: *ms },
+            FaultKind::NfsRestart => FaultKind::NfsRestart,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             FaultKind::Crash(_) => "crash",
@@ -438,7 +623,12 @@ pub fn schedule(
             _ => FaultKind::NfsRestart,
         };
         let lasts = Duration::from_millis(rng.gen_range(1_000..8_000));
-        out.push(Fault { at: t, lasts, kind });
+        out.push(Fault {
+            at: t,
+            lasts,
+            kind,
+            trigger: None,
+        });
         t += lasts + Duration::from_millis(rng.gen_range(2_000..10_000));
     }
     out
@@ -480,7 +670,7 @@ fn apply(
 /// Deletions must have converged once the cluster did: no tombstone of a
 /// deleted topic is left on the server (read from the server's own tree,
 /// so no client cache and no injected fault stands in the way).
-fn leftovers(nfs: &ModelNfs, deleted: &[String]) -> Vec<String> {
+fn leftovers(nfs: &ModelNfs, deleted: &[(String, u64)]) -> Vec<String> {
     let tree = nfs.dump();
     let paths: Vec<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
     let inside = |dir: &str| -> Vec<&str> {
@@ -494,10 +684,25 @@ fn leftovers(nfs: &ModelNfs, deleted: &[String]) -> Vec<String> {
             .is_some_and(|rest| rest.starts_with(".tombstone-") && !rest.contains('/'))
     });
     // A deleted topic's own directory must be gone too (renamed away at
-    // once, then reaped), not linger under its id.
-    let undeleted = deleted.iter().filter_map(|id| {
+    // once, then reaped), not linger under its id, and nothing may create
+    // it again.
+    let mut recreated = Vec::new();
+    let undeleted = deleted.iter().filter_map(|(id, mark)| {
         let dir = format!("topics/{id}");
-        paths.contains(&dir.as_str()).then_some(dir)
+        if !paths.contains(&dir.as_str()) {
+            return None;
+        }
+        // The topic's own directory predates the request to delete it; one
+        // made since was made again.
+        if nfs.created_since(&dir, *mark).contains(&dir) {
+            recreated.push(format!(
+                "deleted-partition-recreated {dir} of a deleted topic was made again after its deletion was asked for; it holds {:?}",
+                inside(&dir)
+            ));
+            None
+        } else {
+            Some(dir)
+        }
     });
     tombstones
         .map(|p| {
@@ -512,6 +717,9 @@ fn leftovers(nfs: &ModelNfs, deleted: &[String]) -> Vec<String> {
                 inside(&d)
             )
         }))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(recreated)
         .collect()
 }
 
@@ -562,6 +770,34 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> N
         .build()
 }
 
+/// Which brokers the faults froze, and when each last woke up: a frozen
+/// broker's silence is the fault's doing, not a liveness failure.
+#[derive(Clone, Default)]
+pub struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
+
+impl Frozen {
+    fn set(&self, broker: u32, frozen: bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(broker, (frozen, Instant::now()));
+    }
+
+    /// `None` while frozen, else when it last woke up (if ever).
+    fn awake_since(&self, broker: u32) -> Option<Option<Instant>> {
+        match self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&broker)
+        {
+            Some((true, _)) => None,
+            Some((false, at)) => Some(Some(*at)),
+            None => Some(None),
+        }
+    }
+}
+
 /// What the observer last saw of one broker.
 struct Seen {
     incarnation: u64,
@@ -579,24 +815,24 @@ pub async fn observe(
     violations: Violations,
     stamp: impl Fn() -> String,
 ) {
-    observe_with_pauses(vfs, brokers, trace, violations, stamp, Duration::ZERO).await
+    observe_with_pauses(vfs, brokers, trace, violations, stamp, Frozen::default()).await
 }
 
-/// [`observe`], allowing for scripted pauses up to `longest_pause`.
+/// [`observe`], not counting the time a broker spends frozen by a fault.
 pub async fn observe_with_pauses(
     vfs: Arc<dyn Vfs>,
     brokers: u32,
     trace: Trace,
     violations: Violations,
     stamp: impl Fn() -> String,
-    longest_pause: Duration,
+    frozen: Frozen,
 ) {
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
     let started = Instant::now();
     let mut reported_absent = std::collections::BTreeSet::new();
-    // Three missed heartbeats, plus the longest pause the fault schedule
-    // injects (8 s) and a stalled NFS server (5 s) on top.
-    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14) + longest_pause;
+    // Three missed heartbeats, and a stalled NFS server (5 s) on top, after
+    // the broker last woke up from a pause.
+    let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14);
     let mut interval = tokio::time::interval(OBSERVE_EVERY);
     loop {
         interval.tick().await;
@@ -608,14 +844,14 @@ pub async fn observe_with_pauses(
                     let late = now.duration_since(started) > silence_limit;
                     if late && !seen.contains_key(&id) && reported_absent.insert(id) {
                         violations.push(format!(
-                            "{} liveness broker-{id} never published a heartbeat",
-                            stamp()
+                            "liveness broker-{id} never published a heartbeat (at {})",
+                            stamp().trim()
                         ));
                     }
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    violations.push(format!("{} torn-read broker-{id}: {e}", stamp()));
+                    violations.push(format!("torn-read broker-{id} at {}: {e}", stamp().trim()));
                     continue;
                 }
                 // EIO and friends: the volume said no this time; ask again later.
@@ -630,21 +866,25 @@ pub async fn observe_with_pauses(
             };
             match seen.get_mut(&id) {
                 Some(s) if s.incarnation == hb.incarnation && s.sequence == hb.sequence => {
-                    if now.duration_since(s.changed_at) > silence_limit {
+                    let Some(woke) = frozen.awake_since(id) else {
+                        continue; // frozen by a fault
+                    };
+                    let since = woke.map_or(s.changed_at, |w| w.max(s.changed_at));
+                    if now.duration_since(since) > silence_limit {
                         violations.push(format!(
-                            "{} liveness broker-{id} silent since sequence {}",
-                            stamp(),
-                            s.sequence
+                            "liveness broker-{id} silent since sequence {} (at {})",
+                            s.sequence,
+                            stamp().trim()
                         ));
                         s.changed_at = now;
                     }
                 }
                 Some(s) if s.incarnation == hb.incarnation && hb.sequence < s.sequence => {
                     violations.push(format!(
-                        "{} heartbeat-regressed broker-{id} {} -> {}",
-                        stamp(),
+                        "heartbeat-regressed broker-{id} {} -> {} (at {})",
                         s.sequence,
-                        hb.sequence
+                        hb.sequence,
+                        stamp().trim()
                     ));
                 }
                 _ => {

@@ -30,6 +30,10 @@ use crate::client::Client;
 pub const TOPIC: &str = "events";
 pub const PARTITIONS: i32 = 3;
 pub const CHURN_TOPIC: &str = "churn";
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// Partitions of the churned topic: one per broker of a default run, so a
+/// deletion touches every broker. Only partition 0 is written and read.
+pub const CHURN_PARTITIONS: i32 = 3;
 pub const GROUP: &str = "sim-group";
 
 /// What became of a write.
@@ -84,8 +88,21 @@ pub enum Event {
         incarnation: u32,
         values: Vec<String>,
     },
-    /// The admin's deletion of the topic with this id was acknowledged.
-    Deleted { topic_id: String },
+    /// The admin's deletion of the topic with this id was acknowledged;
+    /// `mark` is the volume's creation mark (`ModelNfs::mark`) taken before
+    /// the deletion was first asked for: an inode numbered at or above it
+    /// is younger than the request.
+    Deleted { topic_id: String, mark: u64 },
+    /// A Metadata answer of `broker`: `(partition, leader, leader epoch)`
+    /// of the topic with id `topic_id`, asked for at `sent` (the event's
+    /// own time is when the answer arrived).
+    Metadata {
+        client: String,
+        sent: Duration,
+        broker: u32,
+        topic_id: String,
+        partitions: Vec<(i32, i32, i32)>,
+    },
     /// The admin fetched the topic after its deletion was acknowledged.
     DeletedRead {
         incarnation: u32,
@@ -144,7 +161,14 @@ pub fn describe(e: &Event) -> String {
             "admin read deleted churn#{incarnation} -> {} records",
             values.len()
         ),
-        Event::Deleted { topic_id } => format!("admin deleted topic {topic_id}"),
+        Event::Deleted { topic_id, .. } => format!("admin deleted topic {topic_id}"),
+        Event::Metadata {
+            client,
+            broker,
+            topic_id,
+            partitions,
+            ..
+        } => format!("{client} metadata broker-{broker} {topic_id} {partitions:?}"),
     }
 }
 
@@ -180,6 +204,9 @@ pub struct Session {
     start: Instant,
     pub history: History,
     pub name: String,
+    /// Reads the volume's creation mark (`ModelNfs::mark`), for events
+    /// that later checks of the volume compare against.
+    pub volume_mark: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 /// Decodes the records of a fetched record set from `from` on.
@@ -227,6 +254,7 @@ impl Session {
             start,
             history,
             name: name.to_owned(),
+            volume_mark: None,
         }
     }
 
@@ -246,12 +274,29 @@ impl Session {
                 MetadataRequestTopic::default().with_name(Some(TopicName(s(topic)))),
             ]))
             .with_allow_auto_topic_creation(false);
+        let sent = self.now();
         if let Ok(ResponseKind::Metadata(m)) = self
             .client
-            .call(to, ApiKey::Metadata, 9, RequestKind::Metadata(req))
+            .call(to, ApiKey::Metadata, 12, RequestKind::Metadata(req))
             .await
         {
             for t in m.topics {
+                if t.error_code == 0 && !t.topic_id.is_nil() {
+                    self.history.record(
+                        self.now(),
+                        Event::Metadata {
+                            client: self.name.clone(),
+                            sent,
+                            broker: to,
+                            topic_id: t.topic_id.to_string(),
+                            partitions: t
+                                .partitions
+                                .iter()
+                                .map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch))
+                                .collect(),
+                        },
+                    );
+                }
                 for p in t.partitions {
                     if p.error_code == 0 && p.leader_id.0 >= 0 {
                         self.leaders
@@ -313,7 +358,9 @@ impl Session {
         }
     }
 
-    async fn delete_topic(&mut self, topic: &str) -> bool {
+    /// Deletes a topic: the error code of the answer (0 on success), or
+    /// `None` without an answer.
+    async fn delete_topic(&mut self, topic: &str) -> Option<i16> {
         let req = DeleteTopicsRequest::default()
             .with_topic_names(vec![TopicName(s(topic))])
             .with_timeout_ms(5000);
@@ -323,8 +370,14 @@ impl Session {
             .call(to, ApiKey::DeleteTopics, 4, RequestKind::DeleteTopics(req))
             .await
         {
-            Ok(ResponseKind::DeleteTopics(r)) => r.responses.iter().all(|t| t.error_code == 0),
-            _ => false,
+            Ok(ResponseKind::DeleteTopics(r)) => Some(
+                r.responses
+                    .iter()
+                    .map(|t| t.error_code)
+                    .find(|&c| c != 0)
+                    .unwrap_or(0),
+            ),
+            _ => None,
         }
     }
 
@@ -692,7 +745,7 @@ pub async fn consumer(mut s: Session, until: Duration) {
 pub async fn admin(mut s: Session, until: Duration) {
     let mut incarnation = 0u32;
     while s.now() < until {
-        let Some(topic_id) = s.create_topic_id(CHURN_TOPIC, 1).await else {
+        let Some(topic_id) = s.create_topic_id(CHURN_TOPIC, CHURN_PARTITIONS).await else {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
@@ -722,8 +775,18 @@ pub async fn admin(mut s: Session, until: Duration) {
             );
         }
         let mut deleted = false;
+        let mut in_doubt = false;
+        let mark = s.volume_mark.as_ref().map_or(0, |m| m());
         while s.now() < until && !deleted {
-            deleted = s.delete_topic(CHURN_TOPIC).await;
+            let answer = s.delete_topic(CHURN_TOPIC).await;
+            deleted = match answer {
+                Some(0) => true,
+                // Only this client deletes the topic: gone after an attempt
+                // of ours that got no answer means that attempt went through.
+                Some(UNKNOWN_TOPIC_OR_PARTITION) => in_doubt,
+                _ => false,
+            };
+            in_doubt |= answer.is_none();
             if !deleted {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -734,6 +797,7 @@ pub async fn admin(mut s: Session, until: Duration) {
                     s.now(),
                     Event::Deleted {
                         topic_id: topic_id.clone(),
+                        mark,
                     },
                 );
             }

@@ -774,3 +774,52 @@ async fn the_dump_lists_the_server_tree_in_name_order() {
     );
     assert_eq!(nfs.nfs_leftovers().len(), 1);
 }
+
+// ---- hooks for scenarios ----------------------------------------------------
+
+/// A watch fires on the first matching call after it was armed, names the
+/// host that made it, and sees both names of a rename.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_watch_names_the_host_of_the_first_matching_call() {
+    let nfs = nfs(NfsConfig::default());
+    let (a, b) = (nfs.host(1), nfs.host(2));
+    a.mkdir(p("topics")).await.unwrap();
+    create(&a, "topics/t1", b"x").await;
+    let write = nfs.watch("write topics/*2");
+    let rename = nfs.watch("rename topics/* -> topics/.tombstone-");
+    create(&a, "topics/t1b", b"y").await;
+    assert_eq!(nfs.watch_fired(write), None, "t1b does not match *2");
+    create(&b, "topics/t2", b"z").await;
+    assert_eq!(nfs.watch_fired(write), Some(2));
+    create(&a, "topics/t22", b"z").await;
+    assert_eq!(
+        nfs.watch_fired(write),
+        Some(2),
+        "only the first call counts"
+    );
+    a.rename(p("topics/t1"), p("topics/t1c")).await.unwrap();
+    assert_eq!(nfs.watch_fired(rename), None);
+    a.rename(p("topics/t1c"), p("topics/.tombstone-t1"))
+        .await
+        .unwrap();
+    assert_eq!(nfs.watch_fired(rename), Some(1));
+}
+
+/// Inodes made after a mark are told apart from older ones, even under an
+/// older directory's name.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn files_created_after_a_mark_are_listed() {
+    let nfs = nfs(NfsConfig::default());
+    let a = nfs.host(1);
+    a.mkdir(p("d")).await.unwrap();
+    create(&a, "d/old", b"x").await;
+    let mark = nfs.mark();
+    assert!(nfs.created_since("d", mark).is_empty());
+    create(&a, "d/new", b"y").await;
+    assert_eq!(nfs.created_since("d", mark), vec!["d/new".to_owned()]);
+    a.rename(p("d"), p("gone")).await.unwrap();
+    a.mkdir(p("d")).await.unwrap();
+    assert_eq!(nfs.created_since("d", mark), vec!["d".to_owned()]);
+}

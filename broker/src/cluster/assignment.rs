@@ -127,6 +127,10 @@ pub fn path(controller_epoch: u32) -> PathBuf {
 }
 
 pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
+    #[cfg(madsim)]
+    if crate::historical::on("torn-assignment") {
+        return super::torn_assignment::write(vfs, a).await;
+    }
     crate::stored::write_json(vfs, &path(a.controller_epoch), KIND, a).await
 }
 
@@ -164,6 +168,13 @@ impl AssignmentReader {
     /// walks down to the newest epoch that wrote an assignment. Keeps what
     /// it had if that is not newer.
     pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<Option<&Assignment>> {
+        #[cfg(madsim)]
+        if crate::historical::on("torn-assignment") {
+            if let Some(a) = super::torn_assignment::read(vfs).await? {
+                self.latest = Some(a);
+            }
+            return Ok(self.latest.as_ref());
+        }
         let from = self.latest.as_ref().map_or(0, |a| a.controller_epoch);
         let newest = election::newest_epoch(vfs, from).await?;
         for epoch in (from.max(1)..=newest).rev() {

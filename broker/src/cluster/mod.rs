@@ -10,3 +10,5 @@ pub mod assignment;
 pub mod controller;
 pub mod election;
 pub mod placement;
+#[cfg(madsim)]
+mod torn_assignment;

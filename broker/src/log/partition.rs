@@ -211,6 +211,12 @@ impl PartitionLog {
                 io::Error::new(io::ErrorKind::InvalidInput, "leader epochs start at 1").into(),
             );
         }
+        #[cfg(madsim)]
+        let resurrect = crate::historical::on("resurrected-partition");
+        #[cfg(madsim)]
+        if resurrect {
+            Self::make_dirs(v, &dir).await?;
+        }
         fence::claim_epoch(v, &dir, epoch, token).await?;
         let mut previous = None;
         for q in (0..epoch).rev() {
@@ -221,6 +227,12 @@ impl PartitionLog {
                 previous = Some(m);
                 break;
             }
+        }
+        #[cfg(madsim)]
+        if resurrect && previous.is_none() {
+            let m = Manifest::initial(expected.0, expected.1);
+            m.write(v, &dir).await?;
+            previous = Some(m);
         }
         let mut manifest = previous.ok_or_else(|| {
             io::Error::new(
@@ -376,6 +388,24 @@ impl PartitionLog {
         );
         log.sweep_orphans().await;
         Ok(log)
+    }
+
+    /// The historical open (scenario `resurrected-partition`): "mkdir -p"
+    /// the partition's directory, then open or create its files. A leader
+    /// that took over a partition of a topic deleted meanwhile made the
+    /// deleted topic's directory again, with an empty log in it.
+    #[cfg(madsim)]
+    async fn make_dirs(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+        let mut at = PathBuf::new();
+        for part in dir.components() {
+            at.push(part);
+            match vfs.mkdir(&at).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The historical takeover (scenario `zombie-append`): the new leader

@@ -88,6 +88,42 @@ impl ModelNfs {
         self.lock().config.faults = faults;
     }
 
+    /// Arms a watch: the first successful call (`"<op> <path>"`, a rename
+    /// as `"rename <from> -> <to>"`) containing `pattern` (`*` stands for
+    /// any text) from now on
+    /// records its host, for [`Self::watch_fired`]. Lets a scenario put a
+    /// fault at an exact point of a broker's work ("while it rewrites the
+    /// assignment") rather than at a time.
+    pub fn watch(&self, pattern: &str) -> usize {
+        let mut w = self.lock();
+        w.watches.push((pattern.to_owned(), None));
+        w.watches.len() - 1
+    }
+
+    /// The host whose call matched watch `id`, once one did.
+    pub fn watch_fired(&self, id: usize) -> Option<u32> {
+        self.lock().watches.get(id).and_then(|(_, h)| *h)
+    }
+
+    /// Grows with every file or directory the server creates: an inode
+    /// numbered at or above a mark was created after the mark was taken.
+    pub fn mark(&self) -> u64 {
+        self.lock().server.next_inode()
+    }
+
+    /// Paths under `prefix` (itself included) whose inode was created at
+    /// or after `mark`.
+    pub fn created_since(&self, prefix: &str, mark: u64) -> Vec<String> {
+        let under = format!("{prefix}/");
+        self.lock()
+            .server
+            .walk_ids()
+            .into_iter()
+            .filter(|(p, id)| *id >= mark && (p == prefix || p.starts_with(&under)))
+            .map(|(p, _)| p)
+            .collect()
+    }
+
     /// The server restarts: data written but not committed is dropped.
     pub fn restart_server(&self) {
         self.lock().restart_server();
@@ -187,6 +223,18 @@ impl ModelHost {
     }
 }
 
+/// Whether the `*`-separated parts of `pattern` occur in `text` in order.
+fn contains_in_order(text: &str, pattern: &str) -> bool {
+    let mut rest = text;
+    for part in pattern.split('*') {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 fn finish<T>(
     w: &mut World,
     host: u32,
@@ -195,6 +243,14 @@ fn finish<T>(
     result: Result<T, Errno>,
 ) -> io::Result<T> {
     w.after_op();
+    if result.is_ok() && !w.watches.is_empty() {
+        let call = format!("{op} {path}");
+        for (pattern, fired) in &mut w.watches {
+            if fired.is_none() && contains_in_order(&call, pattern) {
+                *fired = Some(host);
+            }
+        }
+    }
     if w.config.trace {
         let at = tokio::time::Instant::now().duration_since(w.epoch);
         let outcome = match &result {
@@ -249,7 +305,9 @@ impl Vfs for ModelHost {
         }
         let mut w = self.nfs.lock();
         let result = w.rename_finish(self.id, &plan);
-        finish(&mut w, self.id, "rename", from_str, result)
+        // Watches see both names of a rename.
+        let both = format!("{from_str} -> {to_str}");
+        finish(&mut w, self.id, "rename", &both, result)
     }
 
     async fn unlink(&self, path: &Path) -> io::Result<()> {

@@ -454,4 +454,31 @@ impl Server {
     pub fn used_bytes(&self) -> u64 {
         self.used
     }
+
+    pub fn next_inode(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Every path with its inode number.
+    pub fn walk_ids(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(ROOT, String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let Ok(entries) = self.dir(dir) else {
+                continue;
+            };
+            for (name, &fh) in entries {
+                let path = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                out.push((path.clone(), fh.id));
+                if self.getattr(fh).is_ok_and(|a| a.kind == FileKind::Dir) {
+                    stack.push((fh, path));
+                }
+            }
+        }
+        out
+    }
 }

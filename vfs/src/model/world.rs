@@ -27,6 +27,8 @@ pub(crate) struct World {
     pub trace: Vec<String>,
     pub stats: FaultStats,
     pub epoch: Instant,
+    /// Armed watches: a pattern and the host whose call first matched it.
+    pub watches: Vec<(String, Option<u32>)>,
 }
 
 /// What a fault does to one server call.
@@ -85,6 +87,7 @@ impl World {
             trace: Vec::new(),
             stats: FaultStats::default(),
             epoch: Instant::now(),
+            watches: Vec::new(),
         }
     }
 
