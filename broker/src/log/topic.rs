@@ -261,8 +261,10 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
 /// Deletes the topic `meta`: after this returns, nobody can open, produce
 /// to or fetch from it, and its name can be reused. Idempotent; an
 /// interrupted call is completed by calling it again. Files are removed
-/// later by [`reap_tombstones`]. Only the controller calls this (it is the
-/// topics' single writer), so the name cannot be re-claimed meanwhile.
+/// later by [`reap_tombstones`]. The broker that received the DeleteTopics
+/// request runs this; two brokers deleting the same topic converge (the
+/// rename happens once, the other finds it done) and a name already claimed
+/// by a newer topic is left alone (the release names this topic's id).
 pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     #[cfg(madsim)]
     if crate::historical::on("stuck-topic-delete") {
