@@ -99,7 +99,7 @@ if ! podman image exists "$base_image"; then
         mv "$tarball.partial" "$tarball"
         rm -rf "$rootfs"
     fi
-    podman import --change 'CMD ["/bin/bash"]' "$tarball" "$base_image" >/dev/null
+    podman import -q --change 'CMD ["/bin/bash"]' "$tarball" "$base_image" >/dev/null
 fi
 podman image ls "$base_image"
 
@@ -118,8 +118,11 @@ if ! podman image exists "$builder_image"; then
     done
     cp /usr/local/share/ca-certificates/*.crt "$ctx/ca-certificates/" 2>/dev/null || true
     cp ci/image/builder.Containerfile "$ctx/Containerfile"
-    podman build -q "${podman_flags[@]}" --build-arg "BASE_IMAGE=$base_image" \
-        -t "$builder_image" "$ctx" >/dev/null
+    podman build "${podman_flags[@]}" --build-arg "BASE_IMAGE=$base_image" \
+        -t "$builder_image" "$ctx" >"$cache/builder.log" 2>&1 || {
+        tail -40 "$cache/builder.log" >&2
+        exit 1
+    }
     rm -rf "$ctx"
 fi
 podman image ls "$builder_image"
