@@ -24,13 +24,36 @@ pub struct Config {
     #[arg(long, env = "KAAS_LISTEN", default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
 
-    /// This broker's id, unique within the cluster (on Kubernetes: the pod ordinal).
-    #[arg(long, env = "KAAS_BROKER_ID", default_value_t = 0)]
+    /// This broker's id, unique within the cluster: a number, or the name of
+    /// a StatefulSet pod (`kaas-2`), whose ordinal is taken (on Kubernetes,
+    /// set KAAS_BROKER_ID from the pod's metadata.name).
+    #[arg(long, env = "KAAS_BROKER_ID", default_value = "0", value_parser = parse_broker_id)]
     pub broker_id: u32,
+
+    /// The id of the cluster this broker belongs to. The first broker that
+    /// starts on an empty volume records it there (a random one if unset);
+    /// a broker whose id differs from the volume's refuses to start, so a
+    /// broker pointed at another cluster's volume cannot join it.
+    #[arg(long, env = "KAAS_CLUSTER_ID", value_parser = parse_cluster_id)]
+    pub cluster_id: Option<String>,
 
     /// host:port that clients are told to connect to; defaults to --listen.
     #[arg(long, env = "KAAS_ADVERTISED_LISTENER")]
     pub advertised_listener: Option<String>,
+
+    /// At start-up, connect to the advertised address and give up (exit)
+    /// if that fails for this many seconds: clients would fail the same
+    /// way. 0 skips the check (an address reachable only from outside, such
+    /// as a NAT that does not hairpin).
+    #[arg(long, env = "KAAS_ADVERTISED_CHECK_SECS", default_value_t = 30)]
+    pub advertised_check_secs: u64,
+
+    /// Address of a small HTTP server for probes: `/livez` answers 200 while
+    /// the process runs, `/readyz` answers 200 once this broker is in the
+    /// cluster's assignment and serves clients, 503 before and while it
+    /// shuts down. Off unless set.
+    #[arg(long, env = "KAAS_HEALTH_LISTEN")]
+    pub health_listen: Option<SocketAddr>,
 
     /// Seconds between two heartbeats this broker writes to the volume.
     #[arg(long, env = "KAAS_HEARTBEAT_INTERVAL_SECS", default_value_t = 2)]
@@ -62,6 +85,30 @@ pub struct Config {
     /// simulator skews and jumps it).
     #[arg(skip)]
     pub wall_clock: crate::clock::WallClock,
+}
+
+/// A broker id: a number, or a StatefulSet pod name ending in `-<ordinal>`.
+fn parse_broker_id(s: &str) -> Result<u32, String> {
+    let digits = s
+        .rsplit_once('-')
+        .map_or(s, |(name, n)| if name.is_empty() { s } else { n });
+    digits.parse::<u32>().map_err(|_| {
+        format!("`{s}` is neither a number nor a pod name ending in -<ordinal> (kaas-2)")
+    })
+}
+
+/// Cluster ids are printable and short: letters, digits, `-`, `_`, `.`.
+fn parse_cluster_id(s: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "`{s}`: a cluster id has 1 to 64 letters, digits, `-`, `_` or `.`"
+        ))
+    }
 }
 
 impl Config {
@@ -103,6 +150,34 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_name_gives_its_ordinal_as_broker_id() {
+        let id = |v: &str| {
+            Config::try_parse_from(["kaas".to_owned(), format!("--broker-id={v}")])
+                .map(|c| c.broker_id)
+        };
+        assert_eq!(id("7").unwrap(), 7);
+        assert_eq!(id("kaas-2").unwrap(), 2);
+        assert_eq!(id("my-kaas-cluster-12").unwrap(), 12);
+        for bad in ["kaas", "kaas-", "-3", "kaas-x", "4294967296"] {
+            let err = id(bad).unwrap_err().to_string();
+            assert!(err.contains("--broker-id"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn cluster_ids_are_checked() {
+        let c = Config::try_parse_from(["kaas", "--cluster-id", "prod-eu.1"]).unwrap();
+        assert_eq!(c.cluster_id.as_deref(), Some("prod-eu.1"));
+        assert_eq!(Config::try_parse_from(["kaas"]).unwrap().cluster_id, None);
+        for bad in ["", "a b", "x/y", &"x".repeat(65)] {
+            assert!(
+                Config::try_parse_from(["kaas", "--cluster-id", bad]).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn help_explains_every_flag() {
         use clap::CommandFactory;
         let help = Config::command().render_long_help().to_string();
@@ -111,6 +186,9 @@ mod tests {
             "--listen",
             "--broker-id",
             "--advertised-listener",
+            "--cluster-id",
+            "--advertised-check-secs",
+            "--health-listen",
         ] {
             assert!(help.contains(flag), "{flag} missing from --help");
         }

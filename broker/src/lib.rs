@@ -9,6 +9,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod groups;
+pub mod health;
 pub mod heartbeat;
 #[cfg(madsim)]
 pub mod historical;
@@ -18,4 +19,5 @@ pub mod log;
 pub mod node;
 pub mod producer_ids;
 pub mod protocol;
+pub mod startup;
 pub mod stored;

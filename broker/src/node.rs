@@ -10,12 +10,15 @@ use vfs::Vfs;
 
 use crate::api::{Api, ApiConfig};
 use crate::cluster::controller::{ControllerAgent, Role};
+use crate::cluster::identity;
 use crate::config::Config;
 use crate::groups::{Coordinators, GroupConfig};
+use crate::health::{self, Readiness};
 use crate::heartbeat::{self, Heartbeat};
 use crate::layout;
 use crate::leaders::Leaders;
 use crate::log::{LogConfig, topic};
+use crate::startup;
 
 /// Runs a broker on `vfs` until `shutdown` completes.
 ///
@@ -27,9 +30,26 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let swept = redrive("preparing the volume", || async {
-        prepare_volume(vfs.as_ref()).await?;
-        heartbeat::sweep(vfs.as_ref(), config.broker_id).await
+    let id = config.broker_id;
+    redrive("preparing the volume", || prepare_volume(vfs.as_ref())).await?;
+    // Start-up checks, each a clear error (the binary exits with it): the
+    // volume is this cluster's, nobody else runs as this broker id, the
+    // volume takes writes, the advertised address leads back here.
+    let cluster_id = redrive("settling the cluster id", || {
+        identity::settle(vfs.as_ref(), id, config.cluster_id.as_deref())
+    })
+    .await?;
+    let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
+    redrive("checking the broker id", || {
+        startup::check_id_not_live(vfs.as_ref(), id, 2 * interval)
+    })
+    .await?;
+    let swept = redrive("sweeping heartbeat temps", || {
+        heartbeat::sweep(vfs.as_ref(), id)
+    })
+    .await?;
+    redrive("probing the volume", || {
+        startup::probe_writable(vfs.as_ref(), id)
     })
     .await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -37,6 +57,26 @@ pub async fn run(
         .map_err(|e| {
             io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
         })?;
+    let readiness = Readiness::default();
+    let health = match config.health_listen {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {addr} (--health-listen): {e}"),
+                )
+            })?;
+            Some(tokio::spawn(health::serve(l, readiness.clone())))
+        }
+        None => None,
+    };
+    if config.advertised_check_secs > 0 {
+        startup::check_advertised(
+            &config.advertised(),
+            Duration::from_secs(config.advertised_check_secs),
+        )
+        .await?;
+    }
     let leaders = Arc::new(Leaders::new(
         vfs.clone(),
         config.broker_id,
@@ -88,9 +128,9 @@ pub async fn run(
         broker_id = hb.broker_id,
         incarnation = format_args!("{:016x}", hb.incarnation),
         swept,
+        cluster_id,
         "broker started"
     );
-    let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
     tokio::pin!(shutdown);
     let mut temps_left = false;
     loop {
@@ -122,7 +162,12 @@ pub async fn run(
         if let Some(a) = agent.assignment().cloned() {
             leaders.sync(&a).await;
             coordinators.sync(&a).await;
+            let registered = a
+                .brokers
+                .get(&hb.broker_id)
+                .is_some_and(|b| b.incarnation == hb.incarnation);
             publish.send_replace(Some(a));
+            readiness.observe(registered);
             if let Some((listener, api)) = not_serving.take() {
                 tracing::info!(listen = %config.listen, "serving clients");
                 server = Some(tokio::spawn(crate::protocol::server::serve(
@@ -142,6 +187,7 @@ pub async fn run(
     // broker) move this broker's partitions, keep serving until they are
     // gone or a session timeout passed, then stop.
     hb.leaving = true;
+    readiness.leaving();
     agent.leave();
     let deadline =
         tokio::time::Instant::now() + Duration::from_secs(config.session_timeout_secs.max(1));
@@ -171,6 +217,9 @@ pub async fn run(
         server.abort();
     }
     timers.abort();
+    if let Some(health) = health {
+        health.abort();
+    }
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
 }
@@ -207,6 +256,9 @@ fn is_permanent(e: &io::Error) -> bool {
             | io::ErrorKind::InvalidInput
             | io::ErrorKind::InvalidData
             | io::ErrorKind::ReadOnlyFilesystem
+            // Start-up checks that found a misconfiguration.
+            | io::ErrorKind::AddrInUse
+            | io::ErrorKind::AddrNotAvailable
     )
 }
 

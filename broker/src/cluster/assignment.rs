@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{atomic_replace, open_envelope, seal};
 
 use super::election;
 use super::placement::{Leadership, PartitionKey};
@@ -50,26 +49,15 @@ pub const COORDINATOR_SLOTS: u32 = 16;
 /// UUIDs), so it never collides with a partition.
 pub const COORDINATOR_KEY: &str = "__coordinator";
 
-const ID_KIND: &str = "cluster-id";
-
-/// The cluster id stored on the volume, created by the first controller
-/// that finds none. Only controllers call this; two controllers racing
-/// at the very first start could each write one, and the later rename wins,
-/// so the id is settled once a controller has held its epoch for a tick.
-pub async fn ensure_cluster_id(vfs: &dyn Vfs) -> io::Result<String> {
-    let p = Path::new(CLUSTER_DIR).join("id");
-    match vfs::read_file(vfs, &p).await {
-        Ok(bytes) => {
-            let payload = open_envelope(ID_KIND, &bytes).map_err(|e| e.at(p.display()))?;
-            return Ok(String::from_utf8_lossy(payload).into_owned());
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+/// The cluster id stored on the volume. Every broker settles it at
+/// start-up (`identity::settle`), before its controller agent runs; this
+/// settles it too for callers that skipped that (tests driving an agent
+/// directly).
+pub async fn ensure_cluster_id(vfs: &dyn Vfs, broker: u32) -> io::Result<String> {
+    match super::identity::read(vfs).await? {
+        Some(id) => Ok(id),
+        None => super::identity::settle(vfs, broker, None).await,
     }
-    let v: u128 = madsim::rand::random();
-    let id = format!("{v:032x}");
-    atomic_replace(vfs, &p, seal(ID_KIND, id.as_bytes())).await?;
-    Ok(id)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -228,7 +228,7 @@ impl ControllerAgent {
         }
         let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
             Some(id) if !id.is_empty() => id,
-            _ => assignment::ensure_cluster_id(v.as_ref()).await?,
+            _ => assignment::ensure_cluster_id(v.as_ref(), self.broker).await?,
         };
         let unchanged = previous.as_ref().is_some_and(|p| {
             p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers

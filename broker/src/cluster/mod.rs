@@ -4,11 +4,13 @@
 //! ```text
 //! cluster/controller-<epoch>     claim of controller epoch (exclusive create)
 //! cluster/assignment-<epoch>     written only by that epoch's controller (atomic replace)
+//! cluster/identity/id            the cluster id, decided once (see `identity`)
 //! ```
 
 pub mod assignment;
 pub mod controller;
 pub mod election;
+pub mod identity;
 pub mod placement;
 #[cfg(madsim)]
 mod torn_assignment;

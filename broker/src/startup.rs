@@ -1,0 +1,235 @@
+//! Checks a broker makes before it joins a cluster. Each failure is an
+//! error that names the problem and what to do about it; the binary prints
+//! it and exits non-zero, so a misconfigured pod fails visibly instead of
+//! half-joining a cluster.
+//!
+//! The data directory's existence and permissions are checked when the
+//! volume is opened (`PosixVfs::open_volume`); the cluster id by
+//! `cluster::identity::settle`. The rest is here.
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use vfs::{OpenOptions, Vfs};
+
+use crate::heartbeat;
+use crate::layout;
+
+/// Proves the volume takes writes by this process: creates, writes, fsyncs
+/// and unlinks a file in `brokers/`. An existing volume mounted read-only,
+/// or owned by another user, passes a permission check on its root but
+/// fails here, before the broker would start without ever heartbeating.
+///
+/// The probe is named like a temp file of `brokers/<id>` (whose only writer
+/// is this broker), so one left behind by a crash is swept at the next
+/// start with the heartbeat's other temps.
+pub async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<()> {
+    let path = Path::new(layout::BROKERS_DIR).join(format!(
+        ".{broker_id}.tmp-{:016x}",
+        madsim::rand::random::<u64>()
+    ));
+    let explain = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "the data directory does not take writes ({e}): check that the volume is \
+                 mounted read-write and writable by this user"
+            ),
+        )
+    };
+    let file = vfs
+        .open(&path, OpenOptions::create_new())
+        .await
+        .map_err(explain)?;
+    let written = async {
+        file.write_at(0, Bytes::from_static(b"kaas write probe\n"))
+            .await?;
+        file.fsync().await
+    }
+    .await;
+    let closed = file.close().await;
+    let removed = vfs.unlink(&path).await;
+    written.and(closed).and(removed).map_err(explain)
+}
+
+/// Fails if another process is running as broker `broker_id`: its
+/// heartbeat (if there is one) is read, and read again after `wait`; a
+/// heartbeat that moved meanwhile was written by a live process. Two
+/// processes with one id would both write `brokers/<id>` and lead the same
+/// partitions in turn. A crashed or stopped predecessor (a restart of this
+/// broker) leaves a heartbeat that does not move, so the check passes.
+///
+/// `wait` must be longer than the other process's heartbeat period.
+pub async fn check_id_not_live(vfs: &dyn Vfs, broker_id: u32, wait: Duration) -> io::Result<()> {
+    let Some(before) = last_heartbeat(vfs, broker_id).await? else {
+        return Ok(());
+    };
+    tracing::info!(
+        broker_id,
+        wait_ms = wait.as_millis() as u64,
+        "checking that no other process runs as this broker"
+    );
+    tokio::time::sleep(wait).await;
+    let Some(after) = last_heartbeat(vfs, broker_id).await? else {
+        return Ok(());
+    };
+    if (after.incarnation, after.sequence) == (before.incarnation, before.sequence) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "broker id {broker_id} is already live: another process (incarnation {:016x}, \
+             advertising {}) published a heartbeat within the last {} ms; stop it or give \
+             this broker another --broker-id (KAAS_BROKER_ID)",
+            after.incarnation,
+            after.advertised,
+            wait.as_millis()
+        ),
+    ))
+}
+
+async fn last_heartbeat(vfs: &dyn Vfs, id: u32) -> io::Result<Option<heartbeat::Heartbeat>> {
+    match heartbeat::read(vfs, id).await {
+        Ok(hb) => Ok(Some(hb)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        // Not a heartbeat kaas wrote (an atomic replace is never torn):
+        // nobody live is writing it; ours will replace it.
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            tracing::warn!(error = %e, "ignoring an unreadable heartbeat of this broker id");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Connects to `advertised` (host:port), retrying for up to `within`:
+/// the address clients will be told to use must lead back to a broker. A
+/// name that does not resolve yet (DNS of a just-created pod) gets the
+/// whole window. The connection is closed at once; a broker that is not
+/// serving yet leaves it in the listen backlog, which is enough.
+pub async fn check_advertised(advertised: &str, within: Duration) -> io::Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last: io::Error;
+    loop {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(advertised),
+        )
+        .await;
+        last = match attempt {
+            Ok(Ok(_stream)) => return Ok(()),
+            Ok(Err(e)) => e,
+            Err(_) => io::Error::new(io::ErrorKind::TimedOut, "connect timed out after 2 s"),
+        };
+        if tokio::time::Instant::now() + Duration::from_millis(500) >= deadline {
+            break;
+        }
+        tracing::debug!(advertised, error = %last, "advertised address not reachable yet");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrNotAvailable,
+        format!(
+            "the advertised address {advertised} does not reach this broker ({last}, for {} s): \
+             clients would fail the same way; fix --advertised-listener \
+             (KAAS_ADVERTISED_LISTENER), or set --advertised-check-secs 0 if it is only \
+             reachable from outside",
+            within.as_secs()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heartbeat::Heartbeat;
+    use std::sync::Arc;
+
+    fn hb(id: u32, sequence: u64) -> Heartbeat {
+        Heartbeat {
+            broker_id: id,
+            incarnation: 0xfeed,
+            sequence,
+            advertised: "kaas-1.kaas:9092".into(),
+            leaving: false,
+            stuck: Vec::new(),
+        }
+    }
+
+    async fn volume() -> Arc<dyn Vfs> {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        crate::node::prepare_volume(vfs.as_ref()).await.unwrap();
+        vfs
+    }
+
+    #[tokio::test]
+    async fn a_writable_volume_passes_the_probe_and_keeps_nothing() {
+        let vfs = volume().await;
+        probe_writable(vfs.as_ref(), 1).await.unwrap();
+        assert!(vfs.read_dir(Path::new("brokers")).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stale_heartbeat_is_a_restart_not_a_live_broker() {
+        let vfs = volume().await;
+        check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
+            .await
+            .unwrap();
+        heartbeat::write(vfs.as_ref(), &hb(1, 7)).await.unwrap();
+        check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_that_moves_means_the_id_is_taken() {
+        let vfs = volume().await;
+        heartbeat::write(vfs.as_ref(), &hb(1, 7)).await.unwrap();
+        let other = {
+            let vfs = vfs.clone();
+            tokio::spawn(async move {
+                for s in 8..20 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    heartbeat::write(vfs.as_ref(), &hb(1, s)).await.unwrap();
+                }
+            })
+        };
+        let err = check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("broker id 1 is already live") && msg.contains("kaas-1.kaas:9092"),
+            "{msg}"
+        );
+        other.abort();
+    }
+
+    // Real sockets: madsim's simulated TCP neither closes a dropped
+    // listener's port nor signals end of stream the same way (the
+    // simulator runs brokers without these probes).
+    #[cfg(not(madsim))]
+    #[tokio::test]
+    async fn an_advertised_address_without_a_listener_is_refused() {
+        // Bind, learn the port, close: nothing listens there any more.
+        let port = {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let err = check_advertised(&addr, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrNotAvailable);
+        assert!(err.to_string().contains(&addr), "{err}");
+        let l = tokio::net::TcpListener::bind(addr.as_str()).await.unwrap();
+        check_advertised(&addr, Duration::from_secs(2))
+            .await
+            .unwrap();
+        drop(l);
+    }
+}
