@@ -133,24 +133,36 @@ pub async fn run(
     );
     tokio::pin!(shutdown);
     let mut temps_left = false;
+    let follow = interval.min(FOLLOW_EVERY);
+    let mut last_beat: Option<tokio::time::Instant> = None;
+    let mut synced: Option<(u32, u64)> = None;
     loop {
-        // A failed replace may leave its temp file; this broker is the only
-        // writer of its heartbeat, so it sweeps its own leftovers.
-        if temps_left {
-            temps_left = heartbeat::sweep(vfs.as_ref(), hb.broker_id).await.is_err();
-        }
-        hb.stuck = leaders.stuck();
-        hb.stuck.extend(coordinators.stuck());
-        match heartbeat::write(vfs.as_ref(), &hb).await {
-            Ok(()) => hb.sequence += 1,
-            Err(e) => {
-                temps_left = true;
-                tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
+        // Heartbeats go out once per interval; in between, the broker
+        // follows the cluster every `follow`, so a new assignment (a
+        // failover, a handoff) takes effect within that, not a whole
+        // heartbeat interval later.
+        let now = tokio::time::Instant::now();
+        let beat = last_beat.is_none_or(|t| now.duration_since(t) >= interval);
+        if beat {
+            last_beat = Some(now);
+            // A failed replace may leave its temp file; this broker is the
+            // only writer of its heartbeat, so it sweeps its own leftovers.
+            if temps_left {
+                temps_left = heartbeat::sweep(vfs.as_ref(), hb.broker_id).await.is_err();
+            }
+            hb.stuck = leaders.stuck();
+            hb.stuck.extend(coordinators.stuck());
+            match heartbeat::write(vfs.as_ref(), &hb).await {
+                Ok(()) => hb.sequence += 1,
+                Err(e) => {
+                    temps_left = true;
+                    tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
+                }
             }
         }
         match agent.tick().await {
             Ok(role) => {
-                if matches!(role, Role::Controller { .. }) {
+                if beat && matches!(role, Role::Controller { .. }) {
                     // The controller re-drives deletions to their end state.
                     if let Err(e) = topic::reap_tombstones(vfs.as_ref()).await {
                         tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
@@ -160,27 +172,35 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
         }
         if let Some(a) = agent.assignment().cloned() {
-            leaders.sync(&a).await;
-            coordinators.sync(&a).await;
-            let registered = a
-                .brokers
-                .get(&hb.broker_id)
-                .is_some_and(|b| b.incarnation == hb.incarnation);
-            publish.send_replace(Some(a));
-            readiness.observe(registered);
-            if let Some((listener, api)) = not_serving.take() {
-                tracing::info!(listen = %config.listen, "serving clients");
-                server = Some(tokio::spawn(crate::protocol::server::serve(
-                    listener,
-                    api,
-                    crate::protocol::ProtocolConfig::default(),
-                )));
+            // A new assignment is applied at once; an unchanged one once per
+            // interval (a takeover that failed is retried then).
+            let key = (a.controller_epoch, a.version);
+            if beat || synced != Some(key) {
+                synced = Some(key);
+                leaders.sync(&a).await;
+                coordinators.sync(&a).await;
+                let registered = a
+                    .brokers
+                    .get(&hb.broker_id)
+                    .is_some_and(|b| b.incarnation == hb.incarnation);
+                publish.send_replace(Some(a));
+                readiness.observe(registered);
+                if let Some((listener, api)) = not_serving.take() {
+                    tracing::info!(listen = %config.listen, "serving clients");
+                    server = Some(tokio::spawn(crate::protocol::server::serve(
+                        listener,
+                        api,
+                        crate::protocol::ProtocolConfig::default(),
+                    )));
+                }
             }
         }
-        leaders.enforce_retention(config.wall_clock.now_ms()).await;
+        if beat {
+            leaders.enforce_retention(config.wall_clock.now_ms()).await;
+        }
         tokio::select! {
             () = &mut shutdown => break,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(follow) => {}
         }
     }
     // Controlled shutdown: announce it, let the controller (perhaps this
@@ -223,6 +243,10 @@ pub async fn run(
     tracing::info!(broker_id = hb.broker_id, "broker stopped");
     Ok(())
 }
+
+/// How often a broker follows the cluster (controller, assignment) between
+/// two heartbeats.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
 /// Retries a start-up step whose end state is safe to re-drive, until it
 /// succeeds, a permanent error (wrong layout, permissions, bad input) shows

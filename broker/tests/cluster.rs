@@ -200,3 +200,35 @@ async fn a_deposed_controller_cannot_move_readers_backwards() {
         .clone();
     assert_eq!(seen, current, "a new reader also takes the newest epoch");
 }
+
+/// A controller that dies is replaced one session timeout after its
+/// heartbeat went silent (plus a tick), not two.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_successor_takes_over_one_session_timeout_after_the_silence() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 6);
+    let mut brokers = cluster(&nfs, 3).await;
+    let mut first = None;
+    for _ in 0..70 {
+        first = controllers(&second(&mut brokers).await)
+            .first()
+            .copied()
+            .or(first);
+    }
+    let (controller, epoch) = first.expect("a controller was elected");
+    brokers[controller as usize].alive = false;
+    let mut seconds = 0;
+    let successor = loop {
+        seconds += 1;
+        let c = controllers(&second(&mut brokers).await);
+        if let Some(&(b, e)) = c.first().filter(|(_, e)| *e > epoch) {
+            break (b, e);
+        }
+        assert!(seconds < 60, "no successor after {seconds} s");
+    };
+    assert_ne!(successor.0, controller);
+    assert!(
+        seconds <= SESSION.as_secs() + 2,
+        "took {seconds} s with a session timeout of {SESSION:?}"
+    );
+}

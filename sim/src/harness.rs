@@ -303,11 +303,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .await
         .unwrap_or_default();
     // Deletions must finish within the same deadline.
-    let deleted: Vec<(String, u64)> = history
+    let deleted: Vec<Deletion> = history
         .events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            Event::Deleted { topic_id, mark } => Some((topic_id, mark)),
+            Event::Deleted {
+                topic_id,
+                mark,
+                acknowledged,
+            } => Some((topic_id, mark, acknowledged)),
             _ => None,
         })
         .collect();
@@ -670,7 +674,11 @@ fn apply(
 /// Deletions must have converged once the cluster did: no tombstone of a
 /// deleted topic is left on the server (read from the server's own tree,
 /// so no client cache and no injected fault stands in the way).
-fn leftovers(nfs: &ModelNfs, deleted: &[(String, u64)]) -> Vec<String> {
+/// A deletion the admin asked for: topic id, the volume's creation mark
+/// before the request, and whether it was acknowledged.
+type Deletion = (String, u64, bool);
+
+fn leftovers(nfs: &ModelNfs, deleted: &[Deletion]) -> Vec<String> {
     let tree = nfs.dump();
     let paths: Vec<&str> = tree.lines().filter_map(|l| l.split(' ').next()).collect();
     let inside = |dir: &str| -> Vec<&str> {
@@ -687,7 +695,7 @@ fn leftovers(nfs: &ModelNfs, deleted: &[(String, u64)]) -> Vec<String> {
     // once, then reaped), not linger under its id, and nothing may create
     // it again.
     let mut recreated = Vec::new();
-    let undeleted = deleted.iter().filter_map(|(id, mark)| {
+    let undeleted = deleted.iter().filter_map(|(id, mark, acknowledged)| {
         let dir = format!("topics/{id}");
         if !paths.contains(&dir.as_str()) {
             return None;
@@ -701,7 +709,8 @@ fn leftovers(nfs: &ModelNfs, deleted: &[(String, u64)]) -> Vec<String> {
             ));
             None
         } else {
-            Some(dir)
+            // Only an acknowledged deletion must have happened.
+            acknowledged.then_some(dir)
         }
     });
     tombstones

@@ -88,11 +88,17 @@ pub enum Event {
         incarnation: u32,
         values: Vec<String>,
     },
-    /// The admin's deletion of the topic with this id was acknowledged;
+    /// The admin's deletion of the topic with this id was acknowledged
+    /// (`acknowledged`), or an attempt got no answer and a retry found the
+    /// topic gone (the deletion probably happened; not counted as a fact);
     /// `mark` is the volume's creation mark (`ModelNfs::mark`) taken before
     /// the deletion was first asked for: an inode numbered at or above it
     /// is younger than the request.
-    Deleted { topic_id: String, mark: u64 },
+    Deleted {
+        topic_id: String,
+        mark: u64,
+        acknowledged: bool,
+    },
     /// A Metadata answer of `broker`: `(partition, leader, leader epoch)`
     /// of the topic with id `topic_id`, asked for at `sent` (the event's
     /// own time is when the answer arrived).
@@ -161,7 +167,14 @@ pub fn describe(e: &Event) -> String {
             "admin read deleted churn#{incarnation} -> {} records",
             values.len()
         ),
-        Event::Deleted { topic_id, .. } => format!("admin deleted topic {topic_id}"),
+        Event::Deleted {
+            topic_id,
+            acknowledged: true,
+            ..
+        } => format!("admin deleted topic {topic_id}"),
+        Event::Deleted { topic_id, .. } => {
+            format!("admin deleted topic {topic_id} (in doubt: no answer, then gone)")
+        }
         Event::Metadata {
             client,
             broker,
@@ -775,32 +788,31 @@ pub async fn admin(mut s: Session, until: Duration) {
             );
         }
         let mut deleted = false;
+        let mut gone = false;
         let mut in_doubt = false;
         let mark = s.volume_mark.as_ref().map_or(0, |m| m());
-        while s.now() < until && !deleted {
+        while s.now() < until && !deleted && !gone {
             let answer = s.delete_topic(CHURN_TOPIC).await;
-            deleted = match answer {
-                Some(0) => true,
-                // Only this client deletes the topic: gone after an attempt
-                // of ours that got no answer means that attempt went through.
-                Some(UNKNOWN_TOPIC_OR_PARTITION) => in_doubt,
-                _ => false,
-            };
+            deleted = answer == Some(0);
+            // Only this client deletes the topic: gone after an attempt of
+            // ours that got no answer, that attempt probably went through.
+            gone = in_doubt && answer == Some(UNKNOWN_TOPIC_OR_PARTITION);
             in_doubt |= answer.is_none();
-            if !deleted {
+            if !deleted && !gone {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+        if (deleted || gone) && !topic_id.is_empty() {
+            s.history.record(
+                s.now(),
+                Event::Deleted {
+                    topic_id: topic_id.clone(),
+                    mark,
+                    acknowledged: deleted,
+                },
+            );
+        }
         if deleted {
-            if !topic_id.is_empty() {
-                s.history.record(
-                    s.now(),
-                    Event::Deleted {
-                        topic_id: topic_id.clone(),
-                        mark,
-                    },
-                );
-            }
             // Acknowledged deleted: nobody may serve its records any more.
             let values = match s.fetch(CHURN_TOPIC, 0, 0).await {
                 Some((got, _)) => got.into_iter().map(|(_, v, _)| v).collect(),

@@ -50,7 +50,14 @@ pub struct ControllerAgent {
     orphaned_since: Option<(u32, Instant)>,
     reader: AssignmentReader,
     leaving: bool,
+    /// Every partition, as last listed, and when: the controller lists the
+    /// topics at most once per [`LIST_TOPICS_EVERY`], not at every tick.
+    partitions: Option<(Instant, BTreeSet<PartitionKey>)>,
 }
+
+/// How stale the controller's list of topics may get: a new topic gets its
+/// leaders, a deleted one loses them, within this (plus a tick).
+const LIST_TOPICS_EVERY: Duration = Duration::from_secs(1);
 
 impl ControllerAgent {
     pub fn new(vfs: Arc<dyn Vfs>, broker: u32, session_timeout: Duration) -> Self {
@@ -64,6 +71,7 @@ impl ControllerAgent {
             orphaned_since: None,
             reader: AssignmentReader::default(),
             leaving: false,
+            partitions: None,
         }
     }
 
@@ -99,20 +107,34 @@ impl ControllerAgent {
                     controller: Some(b),
                 }
             }
-            _ => self.maybe_take_over(epoch, now).await?,
+            Some(Holder::Broker(b)) => {
+                let silent_since = self.seen.get(&b).map(|s| s.changed);
+                self.maybe_take_over(epoch, now, silent_since).await?
+            }
+            _ => self.maybe_take_over(epoch, now, None).await?,
         };
         self.reader.refresh(v.as_ref()).await?;
         Ok(role)
     }
 
-    /// The newest epoch has no live controller: after a session timeout of
-    /// this broker's clock, claim the next epoch.
-    async fn maybe_take_over(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
+    /// The newest epoch has no live controller: once it has been silent for
+    /// a session timeout of this broker's clock, claim the next epoch. The
+    /// silence of a holder whose heartbeat this broker watched counts from
+    /// its last change (it is not live, so that was a session timeout ago:
+    /// no second wait); an epoch without a known holder (undecided, or a
+    /// holder never seen) is waited for from the moment it was found so.
+    async fn maybe_take_over(
+        &mut self,
+        epoch: u32,
+        now: Instant,
+        silent_since: Option<Instant>,
+    ) -> io::Result<Role> {
         let since = match self.orphaned_since {
             Some((e, t)) if e == epoch => t,
             _ => {
-                self.orphaned_since = Some((epoch, now));
-                now
+                let t = silent_since.unwrap_or(now);
+                self.orphaned_since = Some((epoch, t));
+                t
             }
         };
         // A brand-new cluster (no epoch yet) has nobody to wait for, and a
@@ -183,7 +205,14 @@ impl ControllerAgent {
             // partitions, stays as it is for whoever starts next.
             return Ok(Role::Controller { epoch });
         }
-        let partitions = list_partitions(v.as_ref()).await?;
+        let partitions = match &self.partitions {
+            Some((at, p)) if now.duration_since(*at) < LIST_TOPICS_EVERY => p.clone(),
+            _ => {
+                let p = list_partitions(v.as_ref()).await?;
+                self.partitions = Some((now, p.clone()));
+                p
+            }
+        };
         let slots: BTreeSet<PartitionKey> = (0..assignment::COORDINATOR_SLOTS)
             .map(|s| (assignment::COORDINATOR_KEY.to_owned(), s))
             .collect();
