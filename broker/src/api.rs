@@ -4,6 +4,7 @@
 //! cluster of one: it elects itself and assigns itself every partition);
 //! data goes through the partition logs this broker leads.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +79,8 @@ pub struct Api {
     coordinators: Arc<Coordinators>,
     producer_ids: ProducerIds,
     assignment: watch::Receiver<Option<Assignment>>,
+    /// Topic name -> (id, partitions) as last looked up, for produce only.
+    produce_names: std::sync::Mutex<BTreeMap<String, (String, u32)>>,
 }
 
 /// Kafka's ConfigResource types.
@@ -96,6 +99,10 @@ fn lookup_error(e: &std::io::Error) -> i16 {
         tracing::warn!(error = %e, "topic lookup failed");
         code(ResponseError::KafkaStorageError)
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn name_of(t: &TopicName) -> &str {
@@ -179,6 +186,7 @@ impl Api {
             leaders,
             coordinators,
             assignment,
+            produce_names: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -285,6 +293,41 @@ impl Api {
         self.topic_log(name, partition).await.map(|(_, log)| log)
     }
 
+    /// [`Self::topic_log`] for produce, from the name last looked up while
+    /// this broker still leads that partition: a fresh lookup costs four
+    /// opens per request. Safe without one: no append is acknowledged
+    /// before the log's fence check, which fails once the topic was deleted
+    /// (its directory renamed) or the epoch moved on; the leader then steps
+    /// down and the next request looks the name up again.
+    async fn produce_log(
+        &self,
+        name: &str,
+        partition: i32,
+    ) -> Result<(String, Arc<PartitionLog>), i16> {
+        let cached = lock(&self.produce_names).get(name).cloned();
+        if let Some((id, partitions)) = cached {
+            if let Ok(p) = u32::try_from(partition) {
+                if p < partitions {
+                    if let Some(log) = self.leaders.get(&id, p) {
+                        if !log.has_stopped() {
+                            return Ok((id, log));
+                        }
+                    }
+                }
+            }
+        }
+        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                lock(&self.produce_names).remove(name);
+                return Err(code(ResponseError::UnknownTopicOrPartition));
+            }
+            Err(e) => return Err(lookup_error(&e)),
+        };
+        lock(&self.produce_names).insert(name.to_owned(), (meta.id.clone(), meta.partitions));
+        self.led_log(meta, partition)
+    }
+
     /// The topic id and the log of a partition this broker leads.
     async fn topic_log(
         &self,
@@ -296,6 +339,10 @@ impl Api {
             Ok(None) => return Err(code(ResponseError::UnknownTopicOrPartition)),
             Err(e) => return Err(lookup_error(&e)),
         };
+        self.led_log(meta, partition)
+    }
+
+    fn led_log(&self, meta: TopicMeta, partition: i32) -> Result<(String, Arc<PartitionLog>), i16> {
         let p =
             u32::try_from(partition).map_err(|_| code(ResponseError::UnknownTopicOrPartition))?;
         if p >= meta.partitions {
@@ -483,7 +530,7 @@ impl Api {
                     .with_base_offset(-1)
                     .with_log_append_time_ms(-1);
                 let records = p.records.unwrap_or_default();
-                let r = match self.topic_log(&name, p.index).await {
+                let r = match self.produce_log(&name, p.index).await {
                     Err(c) => r.with_error_code(c),
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
                         r.with_error_code(code(ResponseError::MessageTooLarge))

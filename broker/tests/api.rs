@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use vfs::{MemVfs, Vfs};
 
 struct Broker {
+    vfs: Arc<dyn Vfs>,
     api: Api,
     leaders: Arc<Leaders>,
     meta: TopicMeta,
@@ -51,7 +52,7 @@ impl Broker {
             broker::groups::GroupConfig::default(),
         ));
         let api = Api::new(
-            vfs,
+            vfs.clone(),
             ApiConfig {
                 broker_id: 0,
                 advertised: "localhost:9092".into(),
@@ -64,6 +65,7 @@ impl Broker {
             assignment,
         );
         let b = Self {
+            vfs,
             api,
             leaders,
             meta,
@@ -109,6 +111,11 @@ impl Broker {
     }
 
     async fn produce(&self, records: Bytes) {
+        assert_eq!(self.try_produce(records).await, 0);
+    }
+
+    /// The error code of a produce of `records` to partition 0.
+    async fn try_produce(&self, records: Bytes) -> i16 {
         let request = ProduceRequest::default()
             .with_acks(-1)
             .with_topic_data(vec![
@@ -126,7 +133,7 @@ impl Broker {
         else {
             panic!("not a produce response");
         };
-        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        r.responses[0].partition_responses[0].error_code
     }
 
     async fn list_offsets(
@@ -408,4 +415,39 @@ async fn delete_topics_does_not_call_an_unreadable_topic_unknown() {
             .unwrap()
             .is_some()
     );
+}
+
+/// Produce remembers where a topic name led; once the topic is deleted and
+/// a new one takes the name, nothing is acknowledged into the old log, and
+/// the new topic gets the records once this broker leads it.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn produce_does_not_write_a_deleted_topic_through_its_remembered_name() {
+    let b = Broker::start(1).await;
+    let batch = || batch::build((-1, -1, -1), 1_000, &[b"v".as_slice()]);
+    b.produce(batch()).await;
+    topic::delete_topic(b.vfs.as_ref(), &b.meta).await.unwrap();
+    let again = topic::create_topic(b.vfs.as_ref(), "orders", 1)
+        .await
+        .unwrap();
+    assert_ne!(again.id, b.meta.id);
+    // The old log is still open here (no assignment came yet): its fence
+    // sees the topic gone and acknowledges nothing.
+    assert_ne!(b.try_produce(batch()).await, 0);
+    let a = Assignment {
+        controller: 0,
+        partitions: vec![(
+            again.id.clone(),
+            0,
+            Leadership {
+                leader: 0,
+                leader_epoch: 1,
+            },
+        )],
+        ..Assignment::default()
+    };
+    b.leaders.sync(&a).await;
+    b.publish.send_replace(Some(a));
+    assert_eq!(b.try_produce(batch()).await, 0);
+    assert_eq!(b.leaders.get(&again.id, 0).unwrap().high_watermark(), 1);
 }
