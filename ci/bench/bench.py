@@ -1,0 +1,607 @@
+"""What kaas costs, measured with real clients next to bounds taken in the
+same run: see the module docs of each phase below and README.md.
+
+Run: bash ci/bench/run            (all phases)
+     bash ci/bench/run produce    (some phases: bounds produce latency e2e
+                                   failover sim)
+
+Clients: confluent-kafka (librdkafka) from Python, one process per producer.
+Every figure is printed next to its bound; absolute numbers on a shared
+2-core machine drift from run to run, the ratios much less.
+"""
+
+import json
+import multiprocessing as mp
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
+MESSAGES = int(os.environ.get("KAAS_BENCH_MESSAGES", "200000"))
+ROUNDS = int(os.environ.get("KAAS_BENCH_FAILOVER_ROUNDS", "10"))
+OUT = os.environ.get("KAAS_BENCH_OUT", "target/bench-results")
+
+
+def say(*what):
+    print(time.strftime("%H:%M:%S"), *what, file=sys.stderr, flush=True)
+
+
+def pct(sorted_values, q):
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+# ---- bounds -----------------------------------------------------------------
+
+
+def fsync_bandwidth(directory, total=256 << 20, chunk=1 << 20):
+    """MB/s of 1 MiB writes, each followed by fdatasync, to a fresh file."""
+    path = os.path.join(directory, ".bound-bw")
+    data = b"\xa5" * chunk
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    start = time.perf_counter()
+    for _ in range(total // chunk):
+        os.write(fd, data)
+        os.fdatasync(fd)
+    secs = time.perf_counter() - start
+    os.close(fd)
+    os.unlink(path)
+    return total / 1e6 / secs
+
+
+def fsync_latency(directory, n=300):
+    """Median ms of one 4 KiB append followed by fdatasync."""
+    path = os.path.join(directory, ".bound-lat")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    data = b"\x5a" * 4096
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        os.write(fd, data)
+        os.fdatasync(fd)
+        times.append((time.perf_counter() - t) * 1000)
+    os.close(fd)
+    os.unlink(path)
+    times.sort()
+    return pct(times, 0.5), pct(times, 0.99)
+
+
+def loopback_bandwidth(total=2 << 30, chunk=1 << 20):
+    """MB/s of one TCP stream over 127.0.0.1."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    got = [0]
+
+    def sink():
+        conn, _ = srv.accept()
+        buf = bytearray(chunk)
+        while True:
+            n = conn.recv_into(buf)
+            if n == 0:
+                break
+            got[0] += n
+        conn.close()
+
+    t = threading.Thread(target=sink)
+    t.start()
+    c = socket.create_connection(("127.0.0.1", port))
+    data = b"\x00" * chunk
+    start = time.perf_counter()
+    for _ in range(total // chunk):
+        c.sendall(data)
+    c.close()
+    t.join()
+    secs = time.perf_counter() - start
+    srv.close()
+    return got[0] / 1e6 / secs
+
+
+# ---- brokers ----------------------------------------------------------------
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Cluster:
+    """`n` kaas processes sharing one data directory."""
+
+    def __init__(self, data, n=1, session_timeout=10, heartbeat=2, partitions=1):
+        self.data = data
+        self.ports = [free_port() for _ in range(n)]
+        self.procs = [None] * n
+        self.args = dict(session_timeout=session_timeout, heartbeat=heartbeat, partitions=partitions)
+        for i in range(n):
+            self.start(i)
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def start(self, i):
+        log = open(os.path.join(self.data, f"kaas-{i}.log"), "a")
+        a = self.args
+        self.procs[i] = subprocess.Popen(
+            [KAAS, "--data-dir", self.data, "--broker-id", str(i), "--listen", f"127.0.0.1:{self.ports[i]}",
+             "--session-timeout-secs", str(a["session_timeout"]), "--heartbeat-interval-secs", str(a["heartbeat"]),
+             "--num-partitions", str(a["partitions"])],
+            stdout=log, stderr=log, env={**os.environ, "KAAS_LOG": "info"})
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.ports[i]), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"broker {i} did not start; see {self.data}/kaas-{i}.log")
+
+    def stop(self):
+        for p in self.procs:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def create(self, topic, partitions):
+        self.admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
+        return self.leaders(topic, partitions)
+
+    def leaders(self, topic, partitions, avoid=None, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                md = self.admin.list_topics(topic, timeout=5)
+                t = md.topics.get(topic)
+                if t and t.error is None and len(t.partitions) == partitions:
+                    leaders = {p: t.partitions[p].leader for p in t.partitions}
+                    live = {b for b in md.brokers}
+                    if all(l >= 0 and l in live and l != avoid for l in leaders.values()):
+                        return leaders
+            except Exception:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{topic}: no leaders")
+
+
+# ---- produce / consume --------------------------------------------------------
+
+
+def producer_process(bootstrap, topic, size, partitions, count, conf, rate, out):
+    latencies = []
+    errors = [0]
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **conf})
+    payload = b"x" * size
+
+    def make_cb(sent):
+        def cb(err, _msg):
+            if err is None:
+                latencies.append(time.perf_counter() - sent)
+            else:
+                errors[0] += 1
+        return cb
+
+    start = time.perf_counter()
+    interval = 1.0 / rate if rate else 0.0
+    for i in range(count):
+        if interval:
+            due = start + i * interval
+            while True:
+                now = time.perf_counter()
+                if now >= due:
+                    break
+                p.poll(min(due - now, 0.001))
+        sent = time.perf_counter()
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions, on_delivery=make_cb(sent))
+                break
+            except BufferError:
+                p.poll(0.005)
+        if i % 500 == 0:
+            p.poll(0)
+    p.flush(300)
+    out.put((time.perf_counter() - start, latencies, errors[0]))
+
+
+def produce(bootstrap, topic, size, partitions, producers, conf, rate=None, count=MESSAGES):
+    """Throughput and delivery latency of `producers` processes sharing
+    `count` messages; `rate` (msgs/s in all) paces them."""
+    q = mp.Queue()
+    per = count // producers
+    procs = [mp.Process(target=producer_process,
+                        args=(bootstrap, topic, size, partitions, per, conf,
+                              rate / producers if rate else None, q))
+             for _ in range(producers)]
+    start = time.perf_counter()
+    for pr in procs:
+        pr.start()
+    results = [q.get() for _ in procs]
+    for pr in procs:
+        pr.join()
+    secs = time.perf_counter() - start
+    lat = sorted(x * 1000 for r in results for x in r[1])
+    errors = sum(r[2] for r in results)
+    acked = len(lat)
+    return {
+        "msgs": acked / secs, "mbps": acked * size / 1e6 / secs, "acked": acked, "sent": per * producers,
+        "errors": errors, "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "p999": pct(lat, 0.999),
+    }
+
+
+def consume(bootstrap, topic, partitions, size, expect):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 8388608})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    idle = 0
+    while got < expect and idle < 3:
+        batch = c.consume(10000, timeout=2)
+        idle = 0 if batch else idle + 1
+        got += sum(1 for m in batch if m.error() is None)
+    secs = time.perf_counter() - start
+    c.close()
+    return {"msgs": got / secs, "mbps": got * size / 1e6 / secs, "got": got}
+
+
+def end_to_end(bootstrap, topic, rate=2000, seconds=8, size=100):
+    """Producer timestamps each message; a consumer on the same host
+    measures arrival minus send."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-e2e", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, 0, 0)])
+    c.consume(1, timeout=1)
+    lat = []
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set() or len(lat) < sent[0]:
+            for m in c.consume(1000, timeout=0.2):
+                if m.error() is None:
+                    lat.append((time.time() - float(m.value()[:20])) * 1000)
+            if stop.is_set() and time.time() > stop_at[0] + 5:
+                break
+
+    sent = [0]
+    stop_at = [0]
+    t = threading.Thread(target=read)
+    t.start()
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    start = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        due = start + i / rate
+        while time.perf_counter() < due:
+            p.poll(0.0005)
+        p.produce(topic, f"{time.time():20.6f}".encode() + b"x" * (size - 20), partition=0)
+        sent[0] += 1
+    p.flush(30)
+    stop_at[0] = time.time()
+    stop.set()
+    t.join()
+    c.close()
+    lat.sort()
+    return {"rate": rate, "n": len(lat), "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "p999": pct(lat, 0.999)}
+
+
+# ---- failover ---------------------------------------------------------------
+
+
+def unavailability(cluster, topic, victim, how):
+    """Broker `victim`, the leader of partition 0, gets SIGKILL or SIGTERM
+    while a producer writes to partition 0 every 5 ms: returns the longest
+    time without an acknowledgement from shortly before the signal until
+    well after the process exited, and how long the process took to exit."""
+    acks = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                  "enable.idempotence": True, "message.timeout.ms": 120000,
+                  "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
+                  "retry.backoff.max.ms": 200, "log_level": 3})
+
+    def acked(err, _msg):
+        if err is None:
+            acks.append(time.perf_counter())
+
+    def probe_for(seconds):
+        until = time.perf_counter() + seconds
+        while time.perf_counter() < until:
+            p.produce(topic, b"probe", partition=0, on_delivery=acked)
+            p.poll(0.005)
+
+    probe_for(1.0)  # the producer knows the leader and is writing
+    proc = cluster.procs[victim]
+    hit = time.perf_counter()
+    proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
+    exited = None
+    deadline = hit + 120
+    while time.perf_counter() < deadline:
+        probe_for(0.05)
+        if exited is None and proc.poll() is not None:
+            exited = time.perf_counter() - hit
+        if exited is not None and acks and acks[-1] > hit + exited + 1.0:
+            break
+    p.flush(30)
+    if exited is None:
+        raise RuntimeError(f"broker {victim} did not exit within 120 s")
+    window = [t for t in acks if t >= hit - 0.5]
+    if not window or window[-1] < hit + exited:
+        raise RuntimeError("no acknowledgement after the broker exited")
+    gaps = [b - a for a, b in zip(window, window[1:])]
+    return max(gaps, default=0.0), exited
+
+
+def failover(data, rounds, how, session_timeout):
+    c = Cluster(data, n=3, session_timeout=session_timeout)
+    out = []
+    try:
+        c.create("failover", 3)
+        for r in range(rounds):
+            leader = c.leaders("failover", 3)[0]
+            say(f"failover ({how}) round {r + 1}/{rounds}: broker {leader} leads partition 0")
+            gap, exited = unavailability(c, "failover", leader, how)
+            out.append((gap, exited))
+            say(f"  longest time without an acknowledgement {gap:.2f} s; the process exited after {exited:.2f} s")
+            c.start(leader)
+            # Back to three live brokers before the next round.
+            time.sleep(session_timeout / 2)
+    finally:
+        c.stop()
+    return out
+
+
+# ---- simulator --------------------------------------------------------------
+
+
+def simulator(seeds="1..21"):
+    say(f"simulator: cargo run -p sim -- --seeds {seeds}")
+    text = subprocess.run(["cargo", "run", "--locked", "-q", "-p", "sim", "--", "--seeds", seeds],
+                          capture_output=True, text=True, check=False).stdout
+    m = re.search(r"(\d+) passed, (\d+) failed; (\d+) simulated seconds in ([\d.]+) s of wall time "
+                  r"\(([\d.]+)x\), (\d+) seeds per minute", text)
+    if not m:
+        raise RuntimeError("the sweep printed no summary:\n" + text[-2000:])
+    return {"passed": int(m[1]), "failed": int(m[2]), "simulated": int(m[3]), "wall": float(m[4]),
+            "ratio": float(m[5]), "per_minute": int(m[6]), "seeds": seeds}
+
+
+# ---- report -----------------------------------------------------------------
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    kaas_version = subprocess.run([KAAS, "--version"], capture_output=True, text=True).stdout.strip()
+    import confluent_kafka
+    return (f"{platform.node()}: {os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Linux {platform.release()}; "
+            f"{kaas_version} (release); confluent-kafka {confluent_kafka.version()[0]}, "
+            f"librdkafka {confluent_kafka.libversion()[0]}")
+
+
+def plot(curve, fsync_ms, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [r["msgs"] for r in curve]
+    for key, label in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+        ax.plot(xs, [r[key] for r in curve], marker="o", label=label)
+    ax.axhline(2 * fsync_ms + 2, color="grey", linestyle="--", label="target p99 at half load: 2 fsync + 2 ms")
+    ax.set_xlabel("acknowledged messages/s (1 KB, acks=all, 1 partition, linger.ms=0)")
+    ax.set_ylabel("produce latency, ms")
+    ax.set_yscale("log")
+    ax.set_title("kaas produce latency vs throughput")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "failover", "sim"}
+    os.makedirs(OUT, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results = {"machine": machine(), "started": stamp, "messages": MESSAGES}
+    disk = tempfile.mkdtemp(prefix="kaas-bench-", dir="target")
+    shm = tempfile.mkdtemp(prefix="kaas-bench-", dir="/dev/shm")
+    try:
+        say(f"data directory on disk: {disk}; on tmpfs: {shm}")
+        fs_kind = subprocess.run(["stat", "-f", "-c", "%T", disk], capture_output=True, text=True).stdout.strip()
+        results["fs"] = fs_kind
+        say("bounds: fsync'd sequential writes, single fsync, loopback TCP")
+        bw = max(fsync_bandwidth(disk), fsync_bandwidth(disk))
+        lat50, lat99 = fsync_latency(disk)
+        results["bounds"] = {"fsync_mbps": bw, "fsync_ms": lat50, "fsync_p99_ms": lat99,
+                             "tmpfs_mbps": fsync_bandwidth(shm), "loopback_mbps": loopback_bandwidth()}
+        say(f"  fsync'd 1 MiB writes {bw:.0f} MB/s, one 4 KiB fsync {lat50:.2f} ms (p99 {lat99:.2f}), "
+            f"loopback {results['bounds']['loopback_mbps']:.0f} MB/s")
+
+        if "produce" in phases:
+            results["produce"] = []
+            default = {"linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1000000}
+            for where, data in (("disk", disk), ("tmpfs", shm)):
+                os.makedirs(os.path.join(data, "produce"), exist_ok=True)
+                c = Cluster(os.path.join(data, "produce"), n=1)
+                try:
+                    for size in (100, 1024):
+                        for partitions in (1, 8):
+                            for producers in (1, 4):
+                                topic = f"p-{size}-{partitions}-{producers}"
+                                c.create(topic, partitions)
+                                say(f"produce on {where}: {MESSAGES} x {size} B, {partitions} partition(s), "
+                                    f"{producers} producer(s)")
+                                r = produce(c.bootstrap, topic, size, partitions, producers, default)
+                                r.update(where=where, size=size, partitions=partitions, producers=producers,
+                                         kind="default")
+                                if where == "disk":
+                                    r["consume"] = consume(c.bootstrap, topic, partitions, size, r["acked"])
+                                results["produce"].append(r)
+                                say(f"  {r['msgs']:,.0f} msgs/s {r['mbps']:.1f} MB/s p50 {r['p50']:.1f} "
+                                    f"p99 {r['p99']:.1f} p99.9 {r['p999']:.1f} ms")
+                    # Full 1 MiB flush cycles: large batches, one producer.
+                    topic = "p-1mib"
+                    c.create(topic, 1)
+                    say(f"produce on {where}: 1 KB messages in 1 MiB batches")
+                    r = produce(c.bootstrap, topic, 1024, 1, 1,
+                                {"linger.ms": 50, "batch.size": 1 << 20, "batch.num.messages": 1000000,
+                                 "queue.buffering.max.messages": 1000000})
+                    r.update(where=where, size=1024, partitions=1, producers=1, kind="1mib")
+                    results["produce"].append(r)
+                    say(f"  {r['mbps']:.1f} MB/s")
+                finally:
+                    c.stop()
+
+        if "latency" in phases or "e2e" in phases:
+            os.makedirs(os.path.join(disk, "latency"), exist_ok=True)
+            c = Cluster(os.path.join(disk, "latency"), n=1)
+            try:
+                if "latency" in phases:
+                    c.create("lat", 1)
+                    conf = {"linger.ms": 0, "queue.buffering.max.messages": 1000000}
+                    say("latency: 1 KB at full speed, linger.ms=0")
+                    top = produce(c.bootstrap, "lat", 1024, 1, 1, conf, count=MESSAGES // 2)
+                    curve = []
+                    for frac in (0.1, 0.25, 0.5, 0.75, 0.9):
+                        rate = top["msgs"] * frac
+                        n = int(min(max(rate * 6, 2000), MESSAGES // 2))
+                        say(f"latency: {rate:,.0f} msgs/s offered ({frac:.0%} of {top['msgs']:,.0f})")
+                        r = produce(c.bootstrap, "lat", 1024, 1, 1, conf, rate=rate, count=n)
+                        r["offered"] = rate
+                        r["fraction"] = frac
+                        curve.append(r)
+                        say(f"  p50 {r['p50']:.2f} p99 {r['p99']:.2f} p99.9 {r['p999']:.2f} ms")
+                    curve.append({**top, "offered": None, "fraction": 1.0})
+                    results["latency"] = curve
+                if "e2e" in phases:
+                    c.create("e2e", 1)
+                    say("end-to-end latency: 2,000 msgs/s for 8 s, linger.ms=0")
+                    results["e2e"] = end_to_end(c.bootstrap, "e2e")
+            finally:
+                c.stop()
+
+        if "failover" in phases:
+            st = 10
+            for how in ("kill", "term"):
+                d = os.path.join(disk, f"failover-{how}")
+                os.makedirs(d, exist_ok=True)
+                results[f"failover_{how}"] = failover(d, ROUNDS, how, st)
+            results["session_timeout"] = st
+
+        if "sim" in phases:
+            results["sim"] = simulator()
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+        shutil.rmtree(disk, ignore_errors=True)
+
+    with open(os.path.join(OUT, f"{stamp}.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    report = render(results)
+    if "latency" in results:
+        plot([r for r in results["latency"] if r["fraction"] < 1.0] + [results["latency"][-1]],
+             results["bounds"]["fsync_ms"], os.path.join(OUT, f"{stamp}.png"))
+        shutil.copy(os.path.join(OUT, f"{stamp}.png"), os.path.join(OUT, "latest.png"))
+    with open(os.path.join(OUT, f"{stamp}.md"), "w") as f:
+        f.write(report)
+    shutil.copy(os.path.join(OUT, f"{stamp}.md"), os.path.join(OUT, "latest.md"))
+    print(report)
+    say(f"written: {OUT}/{stamp}.md, .json, .png (and latest.*)")
+
+
+def render(r):
+    b = r["bounds"]
+    lines = [f"Machine: {r['machine']}. Data directory: {r['fs']} (disk) and tmpfs; {r['messages']:,} messages per run.",
+             "",
+             "Bounds measured in the same run:",
+             "",
+             "| bound | figure |",
+             "|---|---|",
+             f"| fsync'd sequential 1 MiB writes, data directory | {b['fsync_mbps']:,.0f} MB/s |",
+             f"| one 4 KiB append + fdatasync, data directory | {b['fsync_ms']:.2f} ms (p99 {b['fsync_p99_ms']:.2f} ms) |",
+             f"| fsync'd sequential 1 MiB writes, tmpfs | {b['tmpfs_mbps']:,.0f} MB/s |",
+             f"| loopback TCP, one stream | {b['loopback_mbps']:,.0f} MB/s |",
+             ""]
+    if "produce" in r:
+        tmpfs = {(x["size"], x["partitions"], x["producers"], x["kind"]): x for x in r["produce"] if x["where"] == "tmpfs"}
+        lines += ["Produce (acks=all, linger.ms=5, one broker) and consume, on disk; `vs tmpfs` is the same run with "
+                  "the data directory on tmpfs (the client + protocol ceiling), `vs fsync bound` the data directory's "
+                  "fsync'd write bandwidth:",
+                  "",
+                  "| message | partitions | producers | msgs/s | MB/s | vs tmpfs | vs fsync bound | p50 ms | p99 ms | p99.9 ms | consume msgs/s | consume MB/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for x in r["produce"]:
+            if x["where"] != "disk" or x["kind"] != "default":
+                continue
+            t = tmpfs.get((x["size"], x["partitions"], x["producers"], x["kind"]))
+            ratio = f"{x['mbps'] / t['mbps']:.2f}" if t else "-"
+            cons = x.get("consume", {})
+            lines.append(f"| {x['size']} B | {x['partitions']} | {x['producers']} | {x['msgs']:,.0f} | {x['mbps']:.1f} | "
+                         f"{ratio} | {x['mbps'] / b['fsync_mbps']:.2f} | {x['p50']:.1f} | {x['p99']:.1f} | "
+                         f"{x['p999']:.1f} | {cons.get('msgs', 0):,.0f} | {cons.get('mbps', 0):.1f} |")
+        big = [x for x in r["produce"] if x["kind"] == "1mib"]
+        if len(big) == 2:
+            d, t = (next(x for x in big if x["where"] == w) for w in ("disk", "tmpfs"))
+            lines += ["", f"1 KB messages in 1 MiB batches (1 MiB flush cycles): disk {d['mbps']:.1f} MB/s, "
+                          f"tmpfs {t['mbps']:.1f} MB/s, ratio {d['mbps'] / t['mbps']:.2f} (target >= 0.9)."]
+        one_kb = [x for x in r["produce"] if x["where"] == "disk" and x["kind"] == "default" and x["size"] == 1024]
+        if one_kb:
+            best = max(one_kb, key=lambda x: x["mbps"])
+            t = tmpfs.get((best["size"], best["partitions"], best["producers"], "default"))
+            bound = min(b["fsync_mbps"], t["mbps"]) if t else b["fsync_mbps"]
+            lines.append(f"Best 1 KB produce on disk: {best['mbps']:.1f} MB/s = {best['mbps'] / bound:.2f} x "
+                         f"min(fsync bound, tmpfs run) (target >= 0.7).")
+        lines.append("")
+    if "latency" in r:
+        lines += ["Produce latency vs load (1 KB, acks=all, linger.ms=0, one producer, one partition, disk); "
+                  f"plot: `latest.png`. Target: p99 at half of max throughput <= 2 x one fsync + 2 ms = "
+                  f"{2 * b['fsync_ms'] + 2:.2f} ms.",
+                  "",
+                  "| offered msgs/s | acknowledged msgs/s | p50 ms | p99 ms | p99.9 ms |",
+                  "|---|---|---|---|---|"]
+        for x in r["latency"]:
+            offered = f"{x['offered']:,.0f} ({x['fraction']:.0%})" if x["offered"] else "unpaced (max)"
+            lines.append(f"| {offered} | {x['msgs']:,.0f} | {x['p50']:.2f} | {x['p99']:.2f} | {x['p999']:.2f} |")
+        lines.append("")
+    if "e2e" in r:
+        e = r["e2e"]
+        lines += [f"End-to-end (produce acks=all to consumer receipt, {e['rate']:,} msgs/s, {e['n']:,} messages): "
+                  f"p50 {e['p50']:.1f} ms, p99 {e['p99']:.1f} ms, p99.9 {e['p999']:.1f} ms.", ""]
+    for how, label in (("kill", "kill -9 of the leader"), ("term", "controlled shutdown (SIGTERM) of the leader")):
+        k = f"failover_{how}"
+        if k in r:
+            gaps = sorted(g for g, _ in r[k])
+            exits = sorted(e for _, e in r[k])
+            lines.append(f"Failover, {label}, {len(gaps)} rounds, 3 brokers, session timeout {r['session_timeout']} s: "
+                         f"partition unavailable min {gaps[0]:.2f} / median {statistics.median(gaps):.2f} / max "
+                         f"{gaps[-1]:.2f} s" + (f"; process exit median {statistics.median(exits):.2f} s" if how == "term" else "")
+                         + ".")
+    if "sim" in r:
+        s = r["sim"]
+        lines += ["", f"Simulator (debug build, `cargo run -p sim -- --seeds {s['seeds']}`): {s['passed']} passed, "
+                      f"{s['simulated']} simulated seconds in {s['wall']:.1f} s ({s['ratio']:.1f}x), "
+                      f"{s['per_minute']} seeds per minute."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    main()
