@@ -591,8 +591,12 @@ impl Api {
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
         loop {
-            // Registered before reading, so an append in between is not missed.
+            // Registered before reading, so an append in between is not
+            // missed: a `Notified` counts only from `enable` (or its first
+            // poll), not from its creation.
             let appended = self.leaders.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
             let (response, bytes) = self.fetch_once(&req, version).await;
             let enough = bytes >= req.min_bytes.max(0) as usize;
             // As in Kafka, an error answers at once: waiting cannot fix a
