@@ -229,6 +229,14 @@ pub async fn run(
         // Alone in the cluster, there is nobody to hand off to.
         if mine == 0 || !others || tokio::time::Instant::now() >= deadline {
             tracing::info!(broker_id = hb.broker_id, still_leading = mine, "handed off");
+            if mine == 0 && others {
+                // Keep answering for two follow periods: clients asking
+                // here get NOT_LEADER_OR_FOLLOWER and metadata naming the
+                // new leaders, which the other brokers have followed by
+                // then. Closing at once makes clients back off and
+                // rediscover the cluster (about a second with librdkafka).
+                tokio::time::sleep(2 * FOLLOW_EVERY).await;
+            }
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
