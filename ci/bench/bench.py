@@ -410,21 +410,22 @@ def machine():
             f"librdkafka {confluent_kafka.libversion()[0]}")
 
 
-def plot(curve, fsync_ms, path):
+def plot(curves, fsync_ms, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs = [r["msgs"] for r in curve]
-    for key, label in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
-        ax.plot(xs, [r[key] for r in curve], marker="o", label=label)
-    ax.axhline(2 * fsync_ms + 2, color="grey", linestyle="--", label="target p99 at half load: 2 fsync + 2 ms")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for where, curve, style in curves:
+        xs = [r["msgs"] for r in curve]
+        for key, label in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+            ax.plot(xs, [r[key] for r in curve], marker="o", linestyle=style, label=f"{label} {where}")
+    ax.axhline(2 * fsync_ms + 2, color="grey", linestyle=":", label="target p99 at half load: 2 fsync + 2 ms")
     ax.set_xlabel("acknowledged messages/s (1 KB, acks=all, idempotent, 1 partition, linger.ms=0)")
     ax.set_ylabel("produce latency, ms")
     ax.set_yscale("log")
-    ax.set_title("kaas produce latency vs throughput")
+    ax.set_title("kaas produce latency vs throughput (disk solid, tmpfs dashed)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -483,35 +484,41 @@ def main():
                 finally:
                     c.stop()
 
-        if "latency" in phases or "e2e" in phases:
-            os.makedirs(os.path.join(disk, "latency"), exist_ok=True)
-            c = Cluster(os.path.join(disk, "latency"), n=1)
-            try:
-                if "latency" in phases:
+        if "latency" in phases:
+            # Idempotence on (at most 5 requests in flight, like the Java
+            # client): without it librdkafka pipelines requests without
+            # bound and latency is queueing, not service. The same curve on
+            # tmpfs shows what the client and the protocol cost alone.
+            conf = {"linger.ms": 0, "enable.idempotence": True, "queue.buffering.max.messages": 1000000}
+            for where, data in (("disk", disk), ("tmpfs", shm)):
+                os.makedirs(os.path.join(data, "latency"), exist_ok=True)
+                c = Cluster(os.path.join(data, "latency"), n=1)
+                try:
                     c.create("lat", 1)
-                    # Idempotence on (at most 5 requests in flight, like the
-                    # Java client): without it librdkafka pipelines requests
-                    # without bound and latency is queueing, not service.
-                    conf = {"linger.ms": 0, "enable.idempotence": True,
-                            "queue.buffering.max.messages": 1000000}
-                    say("latency: 1 KB at full speed, linger.ms=0, idempotent")
+                    say(f"latency on {where}: 1 KB at full speed, linger.ms=0, idempotent")
                     top = produce(c.bootstrap, "lat", 1024, 1, 1, conf, count=MESSAGES // 2)
                     curve = []
                     for frac in (0.1, 0.25, 0.5, 0.75, 0.9):
                         rate = top["msgs"] * frac
                         n = int(min(max(rate * 6, 2000), MESSAGES // 2))
-                        say(f"latency: {rate:,.0f} msgs/s offered ({frac:.0%} of {top['msgs']:,.0f})")
+                        say(f"latency on {where}: {rate:,.0f} msgs/s offered ({frac:.0%} of {top['msgs']:,.0f})")
                         r = produce(c.bootstrap, "lat", 1024, 1, 1, conf, rate=rate, count=n)
                         r["offered"] = rate
                         r["fraction"] = frac
                         curve.append(r)
                         say(f"  p50 {r['p50']:.2f} p99 {r['p99']:.2f} p99.9 {r['p999']:.2f} ms")
                     curve.append({**top, "offered": None, "fraction": 1.0})
-                    results["latency"] = curve
-                if "e2e" in phases:
-                    c.create("e2e", 1)
-                    say("end-to-end latency: 2,000 msgs/s for 8 s, linger.ms=0")
-                    results["e2e"] = end_to_end(c.bootstrap, "e2e")
+                    results["latency" if where == "disk" else "latency_tmpfs"] = curve
+                finally:
+                    c.stop()
+
+        if "e2e" in phases:
+            os.makedirs(os.path.join(disk, "e2e"), exist_ok=True)
+            c = Cluster(os.path.join(disk, "e2e"), n=1)
+            try:
+                c.create("e2e", 1)
+                say("end-to-end latency: 2,000 msgs/s for 8 s, linger.ms=0")
+                results["e2e"] = end_to_end(c.bootstrap, "e2e")
             finally:
                 c.stop()
 
@@ -533,8 +540,10 @@ def main():
         json.dump(results, f, indent=1)
     report = render(results)
     if "latency" in results:
-        plot([r for r in results["latency"] if r["fraction"] < 1.0] + [results["latency"][-1]],
-             results["bounds"]["fsync_ms"], os.path.join(OUT, f"{stamp}.png"))
+        curves = [("disk", results["latency"], "-")]
+        if "latency_tmpfs" in results:
+            curves.append(("tmpfs", results["latency_tmpfs"], "--"))
+        plot(curves, results["bounds"]["fsync_ms"], os.path.join(OUT, f"{stamp}.png"))
         shutil.copy(os.path.join(OUT, f"{stamp}.png"), os.path.join(OUT, "latest.png"))
     with open(os.path.join(OUT, f"{stamp}.md"), "w") as f:
         f.write(report)
@@ -592,11 +601,12 @@ def render(r):
                   f"plot: `latest.png`. Target: p99 at half of max throughput <= 2 x one fsync + 2 ms = "
                   f"{2 * b['fsync_ms'] + 2:.2f} ms.",
                   "",
-                  "| offered msgs/s | acknowledged msgs/s | p50 ms | p99 ms | p99.9 ms |",
-                  "|---|---|---|---|---|"]
-        for x in r["latency"]:
-            offered = f"{x['offered']:,.0f} ({x['fraction']:.0%})" if x["offered"] else "unpaced (max)"
-            lines.append(f"| {offered} | {x['msgs']:,.0f} | {x['p50']:.2f} | {x['p99']:.2f} | {x['p999']:.2f} |")
+                  "| data | offered msgs/s | acknowledged msgs/s | p50 ms | p99 ms | p99.9 ms |",
+                  "|---|---|---|---|---|---|"]
+        for key, where in (("latency", "disk"), ("latency_tmpfs", "tmpfs")):
+            for x in r.get(key, []):
+                offered = f"{x['offered']:,.0f} ({x['fraction']:.0%})" if x["offered"] else "unpaced (max)"
+                lines.append(f"| {where} | {offered} | {x['msgs']:,.0f} | {x['p50']:.2f} | {x['p99']:.2f} | {x['p999']:.2f} |")
         lines.append("")
     if "e2e" in r:
         e = r["e2e"]

@@ -445,7 +445,8 @@ impl FaultEnv {
                 on,
             )
         };
-        if let FaultKind::Pause(b) = f.kind {
+        // A paused or killed broker is silent by the fault's doing.
+        if let FaultKind::Pause(b) | FaultKind::Crash(b) = f.kind {
             self.frozen.set(b as u32, true);
         }
         apply_all(true);
@@ -453,7 +454,7 @@ impl FaultEnv {
         self.trace
             .record(format!("{} heal {}", self.stamp(), f.describe()));
         apply_all(false);
-        if let FaultKind::Pause(b) = f.kind {
+        if let FaultKind::Pause(b) | FaultKind::Crash(b) = f.kind {
             self.frozen.set(b as u32, false);
         }
     }
@@ -784,8 +785,9 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> N
         .build()
 }
 
-/// Which brokers the faults froze, and when each last woke up: a frozen
-/// broker's silence is the fault's doing, not a liveness failure.
+/// Which brokers the faults froze or killed, and when each last woke up or
+/// restarted: their silence meanwhile is the fault's doing, not a liveness
+/// failure.
 #[derive(Clone, Default)]
 pub struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
 
