@@ -119,7 +119,10 @@ heir=$(leaders | awk '$1 == 0 {print $2}')
 echo "podman stop $prefix-$heir (SIGTERM)"
 podman stop -t 30 "$prefix-$heir" >/dev/null
 code=$(podman inspect --format '{{.State.ExitCode}}' "$prefix-$heir")
-if [ "$code" != 0 ] || ! podman logs "$prefix-$heir" 2>&1 | grep -q 'handed off.*still_leading=0'; then
+# The log is read whole first: `podman logs | grep -q` under pipefail fails
+# when grep stops reading early and podman logs gets SIGPIPE.
+heir_log=$(podman logs "$prefix-$heir" 2>&1)
+if [ "$code" != 0 ] || ! grep -q 'handed off.*still_leading=0' <<<"$heir_log"; then
     echo "broker $heir did not stop cleanly (exit $code):" >&2
     podman logs "$prefix-$heir" 2>&1 | tail -20 >&2
     exit 1
