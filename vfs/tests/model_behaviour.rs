@@ -487,8 +487,8 @@ async fn a_silly_renamed_file_stays_forever_if_its_host_crashes() {
 #[cfg_attr(madsim, tokio::test)]
 async fn renaming_over_a_target_open_on_this_host_leaves_a_window_without_it() {
     let nfs = nfs(faults(Faults {
-        latency_min_us: 1_000,
-        latency_max_us: 1_000,
+        latency_min_us: 10_000,
+        latency_max_us: 10_000,
         ..Faults::default()
     }));
     let (a, b) = (nfs.host(1), nfs.host(2));
@@ -500,8 +500,10 @@ async fn renaming_over_a_target_open_on_this_host_leaves_a_window_without_it() {
         let a = a.clone();
         tokio::spawn(async move { a.rename(p("meta.tmp"), p("meta")).await })
     };
-    // A's first step lands at +1 ms, its second at +2 ms; B's open at +1.5 ms.
-    tokio::time::sleep_until(start + Duration::from_micros(500)).await;
+    // A's first step lands at +10 ms, its second at +20 ms; B's open at
+    // +15 ms: 5 ms of margin either side (madsim's scheduling moves tasks
+    // by a little, and 0.5 ms margins failed on some seeds).
+    tokio::time::sleep_until(start + Duration::from_millis(5)).await;
     let during = b.open(p("meta"), OpenOptions::read()).await;
     assert_eq!(during.err().map(|e| e.kind()), Some(ErrorKind::NotFound));
     renamer.await.unwrap().unwrap();
