@@ -28,6 +28,33 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use vfs::{MemVfs, Vfs};
 
+/// The request handler of broker 0 on `vfs`, and its leaders.
+fn api_on(
+    vfs: Arc<dyn Vfs>,
+    assignment: watch::Receiver<Option<Assignment>>,
+) -> (Api, Arc<Leaders>) {
+    let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
+    let coordinators = Arc::new(broker::groups::Coordinators::new(
+        vfs.clone(),
+        0,
+        broker::groups::GroupConfig::default(),
+    ));
+    let api = Api::new(
+        vfs,
+        ApiConfig {
+            broker_id: 0,
+            advertised: "localhost:9092".into(),
+            auto_create_topics: false,
+            default_partitions: 1,
+            max_message_bytes: 1 << 20,
+        },
+        leaders.clone(),
+        coordinators,
+        assignment,
+    );
+    (api, leaders)
+}
+
 struct Broker {
     vfs: Arc<dyn Vfs>,
     api: Api,
@@ -44,26 +71,8 @@ impl Broker {
         let meta = topic::create_topic(vfs.as_ref(), "orders", 1)
             .await
             .unwrap();
-        let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
         let (publish, assignment) = watch::channel(None);
-        let coordinators = Arc::new(broker::groups::Coordinators::new(
-            vfs.clone(),
-            0,
-            broker::groups::GroupConfig::default(),
-        ));
-        let api = Api::new(
-            vfs.clone(),
-            ApiConfig {
-                broker_id: 0,
-                advertised: "localhost:9092".into(),
-                auto_create_topics: false,
-                default_partitions: 1,
-                max_message_bytes: 1 << 20,
-            },
-            leaders.clone(),
-            coordinators,
-            assignment,
-        );
+        let (api, leaders) = api_on(vfs.clone(), assignment);
         let b = Self {
             vfs,
             api,
@@ -368,26 +377,8 @@ async fn delete_topics_does_not_call_an_unreadable_topic_unknown() {
     assert!(cut.mkdir(std::path::Path::new("x")).await.is_err());
     assert!(cut.tripped());
     let broken: Arc<dyn Vfs> = Arc::new(cut);
-    let leaders = Arc::new(Leaders::new(broken.clone(), 0, LogConfig::default()));
-    let coordinators = Arc::new(broker::groups::Coordinators::new(
-        broken.clone(),
-        0,
-        broker::groups::GroupConfig::default(),
-    ));
     let (_publish, assignment) = watch::channel(None);
-    let api = Api::new(
-        broken,
-        ApiConfig {
-            broker_id: 0,
-            advertised: "localhost:9092".into(),
-            auto_create_topics: false,
-            default_partitions: 1,
-            max_message_bytes: 1 << 20,
-        },
-        leaders,
-        coordinators,
-        assignment,
-    );
+    let (api, _) = api_on(broken, assignment);
     let id = uuid::Uuid::parse_str(&meta.id).unwrap();
     let request = DeleteTopicsRequest::default()
         .with_topic_names(vec![orders()])
