@@ -38,6 +38,10 @@ mod production {
         };
         let volume = match volume {
             Ok(v) => v,
+            Err(e) if explicit_dir && e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("{}", missing_data_dir(&config.data_dir));
+                return ExitCode::from(2);
+            }
             Err(e) => {
                 eprintln!("kaas: {e}");
                 return ExitCode::from(2);
@@ -65,6 +69,23 @@ mod production {
                 ExitCode::FAILURE
             }
         }
+    }
+
+    /// Only the default `./data` is created: a named data directory is, in
+    /// production, the mount point of the shared volume, and a missing one
+    /// almost always means the volume is not mounted. Creating it would put
+    /// the cluster's only copy of the data on this machine's own disk.
+    fn missing_data_dir(dir: &std::path::Path) -> String {
+        let dir = dir.display();
+        format!(
+            "kaas: data directory {dir} does not exist.\n\
+             kaas does not create a data directory you name: in production it is the \
+             mount point of the shared NFS volume, and a missing mount point usually means \
+             the volume is not mounted; creating it would put the only copy of the data on \
+             this machine's local disk instead.\n\
+             To fix: create it (mkdir -p {dir}), mount the volume there, or leave \
+             --data-dir (and KAAS_DATA_DIR) unset to use ./data, which is then created."
+        )
     }
 
     fn init_logging() {
