@@ -52,6 +52,7 @@ use vfs::Vfs;
 use crate::cluster::assignment::Assignment;
 use crate::groups::{self, Coordinators};
 use crate::leaders::Leaders;
+use crate::log::staging::Creator;
 use crate::log::topic::{self, TopicError, TopicMeta};
 use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogError, PartitionLog};
@@ -64,6 +65,9 @@ mod leader_epoch;
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
     pub broker_id: u32,
+    /// This process's heartbeat incarnation: topics and partitions it
+    /// stages are named after it, so a sweeper can tell whether it is alive.
+    pub incarnation: u64,
     pub advertised: String,
     pub auto_create_topics: bool,
     pub default_partitions: u32,
@@ -284,6 +288,13 @@ impl Api {
         }
     }
 
+    fn creator(&self) -> Creator {
+        Creator {
+            broker: self.config.broker_id,
+            incarnation: self.config.incarnation,
+        }
+    }
+
     fn current(&self) -> Option<Assignment> {
         self.assignment.borrow().clone()
     }
@@ -451,10 +462,12 @@ impl Api {
         let meta = match topic::lookup(self.vfs.as_ref(), name).await {
             Ok(Some(m)) => m,
             Ok(None) if auto_create => {
-                return match topic::create_topic(
+                return match topic::create_topic_with(
                     self.vfs.as_ref(),
+                    &self.creator(),
                     name,
                     self.config.default_partitions,
+                    &BTreeMap::new(),
                 )
                 .await
                 {
@@ -762,6 +775,7 @@ impl Api {
                 None => {
                     match topic::create_topic_with(
                         self.vfs.as_ref(),
+                        &self.creator(),
                         &name,
                         partitions as u32,
                         &overrides,
@@ -1000,7 +1014,16 @@ impl Api {
                 ),
                 Ok(Some(_)) if req.validate_only => result,
                 Ok(Some(meta)) => {
-                    match topic::add_partitions(self.vfs.as_ref(), &meta, t.count as u32).await {
+                    let live = self.current().map(|a| a.brokers).unwrap_or_default();
+                    let creator = self.creator();
+                    let added = topic::add_partitions(
+                        self.vfs.as_ref(),
+                        &creator,
+                        &live,
+                        &meta,
+                        t.count as u32,
+                    );
+                    match added.await {
                         Ok(()) => result,
                         Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
                     }

@@ -5,6 +5,8 @@
 //! `incarnation` (random per start) lets readers see that happening.
 
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,77 @@ impl Heartbeat {
 /// Publishes `hb` as this broker's heartbeat (atomic replace).
 pub async fn write(vfs: &dyn Vfs, hb: &Heartbeat) -> io::Result<()> {
     atomic_replace(vfs, &layout::heartbeat(hb.broker_id), hb.encode()).await
+}
+
+/// Leaderships this broker cannot hold, for its next heartbeat.
+pub type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + Sync>;
+
+/// Publishes this broker's heartbeat every interval from a task of its own.
+/// The broker's follow loop can be busy for long (taking over hundreds of
+/// partitions on a volume with milliseconds per call); a heartbeat that
+/// waited for it would make a live broker look dead to the controller and
+/// move its partitions away, which makes the next broker busier still.
+pub struct Beater {
+    state: Arc<Mutex<Heartbeat>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Beater {
+    /// Writes the first heartbeat now (so the controller can see this
+    /// broker before its first follow), then one every `interval`.
+    pub async fn start(
+        vfs: Arc<dyn Vfs>,
+        mut first: Heartbeat,
+        interval: Duration,
+        stuck: StuckReport,
+    ) -> Self {
+        let mut temps_left = false;
+        first.stuck = stuck();
+        match write(vfs.as_ref(), &first).await {
+            Ok(()) => first.sequence += 1,
+            Err(e) => {
+                temps_left = true;
+                tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
+            }
+        }
+        let state = Arc::new(Mutex::new(first));
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                // A failed replace may leave its temp file; this broker is
+                // the only writer of its heartbeat, so it sweeps its own.
+                if temps_left {
+                    temps_left = sweep(vfs.as_ref(), broker_of(&shared)).await.is_err();
+                }
+                let mut hb = lock(&shared).clone();
+                hb.stuck = stuck();
+                match write(vfs.as_ref(), &hb).await {
+                    Ok(()) => lock(&shared).sequence = hb.sequence + 1,
+                    Err(e) => {
+                        temps_left = true;
+                        tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
+                    }
+                }
+            }
+        });
+        Self { state, task }
+    }
+
+    /// Stops the task and hands back the heartbeat, for the writes of a
+    /// controlled shutdown (same incarnation, next sequence).
+    pub fn stop(self) -> Heartbeat {
+        self.task.abort();
+        lock(&self.state).clone()
+    }
+}
+
+fn lock(m: &Mutex<Heartbeat>) -> std::sync::MutexGuard<'_, Heartbeat> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn broker_of(m: &Mutex<Heartbeat>) -> u32 {
+    lock(m).broker_id
 }
 
 /// Removes temp files a previous incarnation of this broker left behind.

@@ -18,6 +18,7 @@ pub const BUGS: &[&str] = &[
     "stuck-topic-delete",
     "resurrected-partition",
     "zombie-append",
+    "staging-sweep",
 ];
 
 thread_local! {

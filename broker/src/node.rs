@@ -17,6 +17,7 @@ use crate::health::{self, Readiness};
 use crate::heartbeat::{self, Heartbeat};
 use crate::layout;
 use crate::leaders::Leaders;
+use crate::log::staging::StagingSweep;
 use crate::log::{LogConfig, topic};
 use crate::startup;
 
@@ -42,6 +43,12 @@ pub async fn run(
     let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
     redrive("checking the broker id", || {
         startup::check_id_not_live(vfs.as_ref(), id, 2 * interval)
+    })
+    .await?;
+    // Only now is this broker id proven not live elsewhere, so only now
+    // are its staged identity proposals of earlier runs its own to remove.
+    redrive("sweeping staged cluster ids", || {
+        identity::sweep_own_staging(vfs.as_ref(), id)
     })
     .await?;
     let swept = redrive("sweeping heartbeat temps", || {
@@ -92,10 +99,12 @@ pub async fn run(
     ));
     let timers = tokio::spawn(coordinators.clone().run_timers());
     let (publish, assignment) = tokio::sync::watch::channel(None);
+    let incarnation: u64 = madsim::rand::random();
     let api = Api::new(
         vfs.clone(),
         ApiConfig {
             broker_id: config.broker_id,
+            incarnation,
             advertised: config.advertised(),
             auto_create_topics: config.auto_create_topics,
             default_partitions: config.num_partitions.max(1),
@@ -111,14 +120,12 @@ pub async fn run(
     // then connections wait in the listen backlog.
     let mut not_serving = Some((listener, Arc::new(api)));
     let mut server: Option<tokio::task::JoinHandle<()>> = None;
-    let mut agent = ControllerAgent::new(
-        vfs.clone(),
-        config.broker_id,
-        Duration::from_secs(config.session_timeout_secs.max(1)),
-    );
-    let mut hb = Heartbeat {
+    let session_timeout = Duration::from_secs(config.session_timeout_secs.max(1));
+    let mut agent = ControllerAgent::new(vfs.clone(), config.broker_id, session_timeout);
+    let mut staging_sweep = StagingSweep::new(session_timeout);
+    let hb = Heartbeat {
         broker_id: config.broker_id,
-        incarnation: madsim::rand::random(),
+        incarnation,
         sequence: 0,
         advertised: config.advertised(),
         leaving: false,
@@ -131,39 +138,41 @@ pub async fn run(
         cluster_id,
         "broker started"
     );
+    let beater = {
+        let (leaders, coordinators) = (leaders.clone(), coordinators.clone());
+        let stuck: heartbeat::StuckReport = Box::new(move || {
+            let mut stuck = leaders.stuck();
+            stuck.extend(coordinators.stuck());
+            stuck
+        });
+        heartbeat::Beater::start(vfs.clone(), hb.clone(), interval, stuck).await
+    };
     tokio::pin!(shutdown);
-    let mut temps_left = false;
     let follow = interval.min(FOLLOW_EVERY);
     let mut last_beat: Option<tokio::time::Instant> = None;
     let mut synced: Option<(u32, u64)> = None;
     loop {
-        // Heartbeats go out once per interval; in between, the broker
+        // Heartbeats go out from their own task (`Beater`). The broker
         // follows the cluster every `follow`, so a new assignment (a
         // failover, a handoff) takes effect within that, not a whole
-        // heartbeat interval later.
+        // heartbeat interval later; slower chores run once per interval.
         let now = tokio::time::Instant::now();
         let beat = last_beat.is_none_or(|t| now.duration_since(t) >= interval);
         if beat {
             last_beat = Some(now);
-            // A failed replace may leave its temp file; this broker is the
-            // only writer of its heartbeat, so it sweeps its own leftovers.
-            if temps_left {
-                temps_left = heartbeat::sweep(vfs.as_ref(), hb.broker_id).await.is_err();
-            }
-            hb.stuck = leaders.stuck();
-            hb.stuck.extend(coordinators.stuck());
-            match heartbeat::write(vfs.as_ref(), &hb).await {
-                Ok(()) => hb.sequence += 1,
-                Err(e) => {
-                    temps_left = true;
-                    tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
-                }
-            }
         }
         match agent.tick().await {
             Ok(role) => {
                 if beat && matches!(role, Role::Controller { .. }) {
-                    // The controller re-drives deletions to their end state.
+                    // The controller re-drives deletions to their end state
+                    // and sweeps the staging of creators that are gone.
+                    let live = agent.assignment().map(|a| a.brokers.clone());
+                    if let Some(live) = live {
+                        let dir = Path::new(topic::TOPICS_DIR);
+                        if let Err(e) = staging_sweep.run(vfs.as_ref(), dir, &live).await {
+                            tracing::warn!(error = %e, "sweeping staging directories; retrying next tick");
+                        }
+                    }
                     if let Err(e) = topic::reap_tombstones(vfs.as_ref()).await {
                         tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
                     }
@@ -206,6 +215,7 @@ pub async fn run(
     // Controlled shutdown: announce it, let the controller (perhaps this
     // broker) move this broker's partitions, keep serving until they are
     // gone or a session timeout passed, then stop.
+    let mut hb = beater.stop();
     hb.leaving = true;
     readiness.leaving();
     agent.leave();

@@ -43,6 +43,7 @@ fn api_on(
         vfs,
         ApiConfig {
             broker_id: 0,
+            incarnation: 1,
             advertised: "localhost:9092".into(),
             auto_create_topics: false,
             default_partitions: 1,

@@ -29,6 +29,7 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
         vfs,
         ApiConfig {
             broker_id: 0,
+            incarnation: 1,
             advertised: addr.to_string(),
             auto_create_topics: true,
             default_partitions: 1,

@@ -5,11 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 test -x target/release/kaas || cargo build --locked --release -p broker
-venv=target/venv
-if ! "$venv/bin/python" -c 'import confluent_kafka, kafka, aiokafka, pytest' 2>/dev/null; then
-    echo "creating $venv with the Kafka clients ..."
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q \
-        confluent-kafka==2.16.1 kafka-python==3.0.12 aiokafka==0.14.0 pytest==9.2.0
-fi
+source ci/clients/venv.sh
 exec "$venv/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning ci/clients/test_python_clients.py ci/clients/test_groups.py

@@ -6,6 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::workload::{Event, Outcome, PARTITIONS};
 
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const INVALID_PARTITIONS: i16 = 37;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
 /// The final log of each partition: `(offset, value, leader epoch)`.
 pub type FinalLogs = BTreeMap<i32, Vec<(i64, String, i32)>>;
 
@@ -67,6 +71,9 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
     type Answers<'a> = Vec<(std::time::Duration, i32, &'a str)>;
     let mut epochs: BTreeMap<(u32, &str, i32), Answers> = BTreeMap::new();
     let mut regressed: BTreeSet<(u32, &str, i32)> = BTreeSet::new();
+    // Admin requests whose outcome is unknown: no answer, or a failure the
+    // volume may explain (an EIO after the server applied the request).
+    let mut admin_in_doubt: BTreeSet<(&str, &str, bool)> = BTreeSet::new();
     for (t, e) in events {
         match e {
             // A broker never goes back to an older leader epoch of a
@@ -245,6 +252,44 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                     ));
                 }
             }
+            // A create (or a grow) of a topic only this client asks for
+            // fails only for the volume's reasons: an I/O error injected
+            // while it ran. Anything else the cluster did to itself (a
+            // sweep of a live creator's staging, two admin requests
+            // tripping over each other). "Already exists" is fine only
+            // after an attempt whose outcome is unknown.
+            Event::Admin {
+                client,
+                topic,
+                grow,
+                broker,
+                sent,
+                answer,
+                volume_errors,
+            } => {
+                let key = (client.as_str(), topic.as_str(), *grow);
+                let retried = admin_in_doubt.contains(&key);
+                match answer {
+                    None => {
+                        admin_in_doubt.insert(key);
+                    }
+                    Some((0, _)) => {}
+                    Some((TOPIC_ALREADY_EXISTS, _)) if !grow && retried => {}
+                    Some((INVALID_PARTITIONS, _)) if *grow && retried => {}
+                    Some((KAFKA_STORAGE_ERROR, _)) if *volume_errors > 0 => {
+                        admin_in_doubt.insert(key);
+                    }
+                    Some((code, message)) => {
+                        admin_in_doubt.insert(key);
+                        out.push(format!(
+                            "create-failed {client} {} {topic} via broker-{broker} (sent at {}, answered at {}, {volume_errors} volume errors meanwhile): error {code} {message}",
+                            if *grow { "grew" } else { "created" },
+                            at(sent),
+                            at(t)
+                        ));
+                    }
+                }
+            }
             Event::DeletedRead {
                 incarnation,
                 values,
@@ -295,6 +340,9 @@ pub fn counts(
             Event::DeletedRead { .. } => &["read-from-deleted-topic"],
             Event::Metadata { .. } => &["epoch-regression"],
             Event::Deleted { .. } => &["deletion-leftover", "deleted-partition-recreated"],
+            Event::Admin {
+                answer: Some(_), ..
+            } => &["create-failed"],
             _ => &[],
         };
         for k in keys {
@@ -319,6 +367,26 @@ mod tests {
                 partition: p,
                 value: value.into(),
                 outcome: Outcome::Acked { offset, broker },
+            },
+        )
+    }
+
+    fn admin(
+        topic: &str,
+        grow: bool,
+        answer: Option<(i16, &str)>,
+        volume_errors: u64,
+    ) -> (Duration, Event) {
+        (
+            Duration::ZERO,
+            Event::Admin {
+                client: "creator-0".into(),
+                topic: topic.into(),
+                grow,
+                broker: 1,
+                sent: Duration::ZERO,
+                answer: answer.map(|(c, m)| (c, m.into())),
+                volume_errors,
             },
         )
     }
@@ -474,6 +542,30 @@ mod tests {
                 ],
                 clean_log.clone(),
             ),
+            (
+                "create-failed",
+                vec![admin("t1", false, Some((56, "was damaged")), 0)],
+                clean_log.clone(),
+            ),
+            (
+                "create-failed",
+                vec![admin("t1", false, Some((36, "")), 0)],
+                clean_log.clone(),
+            ),
+            (
+                "create-failed",
+                vec![admin("t1:3", true, Some((56, "swept")), 0)],
+                clean_log.clone(),
+            ),
+            (
+                "create-failed",
+                // Already exists is fine only for a name asked for before.
+                vec![
+                    admin("t1", false, None, 0),
+                    admin("t2", false, Some((36, "")), 0),
+                ],
+                clean_log.clone(),
+            ),
             ("liveness", vec![], {
                 let mut l = clean_log.clone();
                 l.remove(&1);
@@ -550,6 +642,21 @@ mod tests {
                 partitions: vec![0],
             }),
         ];
+        let quiet = quiet
+            .into_iter()
+            .chain([
+                admin("t1", false, Some((0, "")), 0),
+                // No answer, then "exists": the first attempt went through.
+                admin("t2", false, None, 0),
+                admin("t2", false, Some((36, "")), 0),
+                // A storage error while the volume injected I/O errors, then
+                // "exists": the failed attempt may have been applied.
+                admin("t3", false, Some((56, "EIO")), 2),
+                admin("t3", false, Some((36, "")), 0),
+                admin("t1:2", true, None, 0),
+                admin("t1:2", true, Some((37, "already 2")), 0),
+            ])
+            .collect::<Vec<_>>();
         let clean = check(&quiet, &clean_log);
         assert!(clean.is_empty(), "{clean:?}");
     }

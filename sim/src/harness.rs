@@ -35,6 +35,8 @@ pub struct Options {
     pub scripted: Vec<Fault>,
     /// Historical bugs switched back on (`broker::historical`).
     pub reintroduce: Vec<String>,
+    /// Whether the topic creators (`creators`) run.
+    pub creators: bool,
 }
 
 impl Options {
@@ -62,6 +64,7 @@ impl Options {
             faults,
             scripted: Vec::new(),
             reintroduce: Vec::new(),
+            creators: true,
         }
     }
 }
@@ -203,8 +206,11 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "admin-0",
         "member-0",
         "member-1",
+        "creator-0",
+        "creator-1",
     ]
     .into_iter()
+    .filter(|role| opts.creators || !role.starts_with("creator-"))
     .enumerate()
     {
         let node = handle
@@ -215,6 +221,11 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         let mut session = Session::new(role, opts.brokers, start, history.clone());
         let volume = nfs.clone();
         session.volume_mark = Some(Arc::new(move || volume.mark()));
+        let volume = nfs.clone();
+        session.volume_errors = Some(Arc::new(move || {
+            let s = volume.stats();
+            s.eio + s.enospc + s.interrupts
+        }));
         let task = node.spawn(async move {
             let mut session = session;
             while !session
@@ -227,6 +238,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "consumer-0" => workload::consumer(session, faults_end).await,
                 "admin-0" => workload::admin(session, faults_end).await,
                 "member-0" | "member-1" => crate::members::member(session, faults_end).await,
+                "creator-0" => crate::creators::creator(session, 0, faults_end).await,
+                "creator-1" => crate::creators::creator(session, 1, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }

@@ -14,6 +14,8 @@ pub mod cli;
 #[cfg(madsim)]
 pub mod client;
 #[cfg(madsim)]
+pub mod creators;
+#[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]
 pub mod members;

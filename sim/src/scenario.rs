@@ -34,6 +34,15 @@ pub struct Scenario {
     /// default one `faults` picks.
     #[serde(default)]
     pub nfs: Option<NfsConfig>,
+    /// Whether the two topic creators run (`sim::creators`); on unless a
+    /// scenario's timeline must hit one particular kind of call that their
+    /// topics would make too.
+    #[serde(default = "yes")]
+    pub creators: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One scripted fault.
@@ -145,6 +154,7 @@ impl Scenario {
         if let Some(nfs) = &self.nfs {
             opts.nfs = nfs.clone();
         }
+        opts.creators = self.creators;
         opts.scripted = self
             .timeline
             .iter()

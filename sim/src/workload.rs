@@ -114,6 +114,20 @@ pub enum Event {
         incarnation: u32,
         values: Vec<String>,
     },
+    /// One topic of a CreateTopics request (`grow: false`) or of a
+    /// CreatePartitions request (`grow: true`) sent to `broker` at `sent`
+    /// with others: its error code and message, `None` without an answer;
+    /// `volume_errors` is how many I/O errors the volume injected between
+    /// sending and the answer.
+    Admin {
+        client: String,
+        topic: String,
+        grow: bool,
+        broker: u32,
+        sent: Duration,
+        answer: Option<(i16, String)>,
+        volume_errors: u64,
+    },
 }
 
 /// One line of the trace for an event.
@@ -182,6 +196,20 @@ pub fn describe(e: &Event) -> String {
             partitions,
             ..
         } => format!("{client} metadata broker-{broker} {topic_id} {partitions:?}"),
+        Event::Admin {
+            client,
+            topic,
+            grow,
+            broker,
+            answer,
+            ..
+        } => format!(
+            "{client} {} {topic} via broker-{broker} -> {}",
+            if *grow { "grow" } else { "create" },
+            answer
+                .as_ref()
+                .map_or("no answer".to_owned(), |(c, m)| format!("{c} {m}"))
+        ),
     }
 }
 
@@ -220,6 +248,10 @@ pub struct Session {
     /// Reads the volume's creation mark (`ModelNfs::mark`), for events
     /// that later checks of the volume compare against.
     pub volume_mark: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
+    /// How many I/O errors the volume has injected so far (EIO, ENOSPC,
+    /// interrupted renames): an admin request that failed while this grew
+    /// may have failed for that reason.
+    pub volume_errors: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 /// Decodes the records of a fetched record set from `from` on.
@@ -268,6 +300,7 @@ impl Session {
             history,
             name: name.to_owned(),
             volume_mark: None,
+            volume_errors: None,
         }
     }
 
@@ -275,7 +308,7 @@ impl Session {
         self.start.elapsed()
     }
 
-    fn any_broker(&self) -> u32 {
+    pub(crate) fn any_broker(&self) -> u32 {
         madsim::rand::thread_rng().gen_range(0..self.brokers)
     }
 

@@ -463,6 +463,47 @@ async fn unlinking_an_open_file_silly_renames_it_until_the_last_close() {
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
+async fn a_failed_delete_at_last_close_leaves_the_nfs_file_for_anyone_to_remove() {
+    let nfs = nfs(NfsConfig::default());
+    let a = nfs.host(1);
+    a.mkdir(p("topic")).await.unwrap();
+    a.mkdir(p("topic/0")).await.unwrap();
+    create(&a, "topic/0/seg", b"records").await;
+    let held = a.open(p("topic/0/seg"), OpenOptions::read()).await.unwrap();
+    // Deleted as a topic is: renamed away, then reaped file by file (list,
+    // unlink, rmdir) by the host that holds the segment open.
+    a.rename(p("topic"), p("tomb")).await.unwrap();
+    let reap = || async {
+        for entry in a.read_dir(p("tomb/0")).await.unwrap() {
+            let _ = a.unlink(&Path::new("tomb/0").join(&entry.name)).await;
+        }
+        kind(a.rmdir(p("tomb/0"))).await
+    };
+    assert_eq!(reap().await, ErrorKind::DirectoryNotEmpty);
+    for _ in 0..3 {
+        assert_eq!(reap().await, ErrorKind::DirectoryNotEmpty, "busy .nfs file");
+    }
+    let name = silly(&nfs)[0].clone();
+    // Every call fails while the handle closes: the `.nfs` file stays.
+    nfs.set_faults(Faults {
+        eio_probability: 1.0,
+        eio_applied_share: 0.0,
+        ..Default::default()
+    });
+    let _ = held.close().await;
+    nfs.set_faults(Faults::default());
+    assert_eq!(silly(&nfs), vec![name.clone()]);
+    assert_eq!(nfs.stats().leaked_silly, 1);
+    // The host never saw it go, so it asks the server rather than a
+    // negative cache entry, and the reaper reaches its end state.
+    let _ = a.read_dir(p("tomb/0")).await.unwrap();
+    a.unlink(p(&name)).await.unwrap();
+    assert!(silly(&nfs).is_empty());
+    a.rmdir(p("tomb/0")).await.unwrap();
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
 async fn a_silly_renamed_file_stays_forever_if_its_host_crashes() {
     let nfs = nfs(NfsConfig::default());
     let (a, b) = (nfs.host(1), nfs.host(2));

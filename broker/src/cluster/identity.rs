@@ -79,13 +79,9 @@ pub async fn settle(vfs: &dyn Vfs, broker: u32, wanted: Option<&str>) -> io::Res
     let id = match read_id(vfs, &id_file()).await? {
         Some(id) => {
             check(&id, wanted)?;
-            // Only on our own cluster's volume: a same-numbered broker of
-            // another cluster owns the staging directories of its volume.
-            sweep_own_staging(vfs, broker).await?;
             id
         }
         None => {
-            sweep_own_staging(vfs, broker).await?;
             let proposal = match (read_id(vfs, &legacy_file()).await?, wanted) {
                 (Some(legacy), _) => legacy,
                 (None, Some(w)) => w.to_owned(),
@@ -155,7 +151,11 @@ async fn propose(vfs: &dyn Vfs, broker: u32, proposal: &str) -> io::Result<()> {
 }
 
 /// Removes this broker's staging directories of earlier, interrupted runs.
-async fn sweep_own_staging(vfs: &dyn Vfs, broker: u32) -> io::Result<()> {
+/// Only once the cluster id is settled and this broker id is known not to
+/// be live in another process (`startup::check_id_not_live`): a second
+/// process started with the same id may be proposing right now, and on
+/// another cluster's volume a same-numbered broker owns them.
+pub async fn sweep_own_staging(vfs: &dyn Vfs, broker: u32) -> io::Result<()> {
     let prefix = staging_prefix(broker);
     for entry in vfs.read_dir(Path::new(CLUSTER_DIR)).await? {
         if entry.name.starts_with(&prefix) {
@@ -258,6 +258,13 @@ mod tests {
         let other = Path::new(CLUSTER_DIR).join(".identity-4-00000000000000bb");
         vfs.mkdir(&other).await.unwrap();
         settle(vfs.as_ref(), 3, None).await.unwrap();
+        // Settling leaves them: another process with id 3 may be proposing.
+        assert!(
+            vfs::exists_now(vfs.as_ref(), &left.join("id"))
+                .await
+                .unwrap()
+        );
+        sweep_own_staging(vfs.as_ref(), 3).await.unwrap();
         let names: Vec<String> = vfs
             .read_dir(Path::new(CLUSTER_DIR))
             .await

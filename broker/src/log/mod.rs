@@ -19,6 +19,7 @@ pub mod names;
 pub mod partition;
 pub mod producers;
 pub mod scan;
+pub mod staging;
 pub mod topic;
 pub mod topic_config;
 

@@ -6,8 +6,9 @@
 //! topics/names/<name>@<g>               generations of the claim naming the id
 //!                                       that holds the name (see `names`)
 //! ```
-//! A topic's directories are built under `topics/.staging-<id>` and renamed
-//! into place in one step, so nobody ever sees a half-created topic, and
+//! A topic's directories are built under a staging directory that names
+//! its creator (`staging`: who may sweep one) and renamed into place in one
+//! step, so nobody ever sees a half-created topic, and
 //! partitions are never created later: opening a partition that does not
 //! exist is an error. The name is claimed last, by exclusive create: of two
 //! creators of one name, one wins and the other removes its staged topic.
@@ -32,9 +33,14 @@ use vfs::durable::{
 };
 
 use super::manifest::Manifest;
+use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
+use crate::cluster::assignment::BrokerEntry;
 
 pub const TOPICS_DIR: &str = "topics";
-const TOMBSTONE_PREFIX: &str = ".tombstone-";
+/// How often a create starts over with a fresh staging directory after a
+/// sweeper took its staging (its creator looked gone: paused past the
+/// grace, say).
+const STAGING_ATTEMPTS: u32 = 3;
 pub const NAMES_DIR: &str = "topics/names";
 const META_KIND: &str = "topic-meta";
 
@@ -99,19 +105,29 @@ pub fn new_topic_id() -> String {
     )
 }
 
+/// The creator of topics made outside a broker process (tests, tools):
+/// never live in an assignment, so a controller may sweep its staging
+/// directories after the grace.
+pub const TOOL: Creator = Creator {
+    broker: u32::MAX,
+    incarnation: 0,
+};
+
 /// Creates a topic with `partitions` empty partitions and returns its meta.
 pub async fn create_topic(
     vfs: &dyn Vfs,
     name: &str,
     partitions: u32,
 ) -> Result<TopicMeta, TopicError> {
-    create_topic_with(vfs, name, partitions, &BTreeMap::new()).await
+    create_topic_with(vfs, &TOOL, name, partitions, &BTreeMap::new()).await
 }
 
-/// Like [`create_topic`], with config overrides stored as the topic's first
-/// config version (already validated by the caller).
+/// Like [`create_topic`], made by `creator` (this broker process), with
+/// config overrides stored as the topic's first config version (already
+/// validated by the caller).
 pub async fn create_topic_with(
     vfs: &dyn Vfs,
+    creator: &Creator,
     name: &str,
     partitions: u32,
     overrides: &BTreeMap<String, String>,
@@ -120,25 +136,43 @@ pub async fn create_topic_with(
     if !(1..=100_000).contains(&partitions) {
         return Err(TopicError::InvalidPartitions(partitions));
     }
-    let meta = TopicMeta {
-        id: new_topic_id(),
-        name: name.to_owned(),
-        partitions,
+    #[cfg(madsim)]
+    let attempts = if crate::historical::on("staging-sweep") {
+        1
+    } else {
+        STAGING_ATTEMPTS
     };
-    let staging = Path::new(TOPICS_DIR).join(format!(".staging-{}", meta.id));
-    if let Err(e) = stage(vfs, &staging, &meta, overrides).await {
-        discard(vfs, &staging).await;
-        return Err(e.into());
-    }
-    let final_dir = topic_dir(&meta.id);
-    if let Err(e) = vfs.rename(&staging, &final_dir).await {
-        discard(vfs, &staging).await;
-        return Err(e.into());
-    }
-    // The controller sweeps staging directories it takes for abandoned, and
-    // a sweep can remove files of this one just before the rename. Once
-    // renamed, nobody touches it by that path any more: check it is whole
-    // before it gets a name.
+    #[cfg(not(madsim))]
+    let attempts = STAGING_ATTEMPTS;
+    let mut attempt = 0;
+    let meta = loop {
+        attempt += 1;
+        let meta = TopicMeta {
+            id: new_topic_id(),
+            name: name.to_owned(),
+            partitions,
+        };
+        match build_and_place(vfs, creator, &meta, overrides).await {
+            Ok(true) => break meta,
+            Ok(false) if attempt < attempts => {
+                tracing::info!(name, id = %meta.id, attempt, "the staging directory was swept (its creator looked gone); starting over");
+            }
+            Ok(false) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!(
+                        "topic {name:?}: its staging directory was swept {attempt} times \
+                         while it was being created; try again"
+                    ),
+                )
+                .into());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    // Belt and braces: a placed topic must be whole before it gets a name
+    // (a staging directory is only ever taken by a rename now, but a
+    // volume that lost files must not hand out a broken topic).
     if let Err(why) = staged_whole(vfs, &meta).await {
         abandon(vfs, &meta.id).await;
         return Err(io::Error::new(
@@ -168,6 +202,39 @@ pub async fn create_topic_with(
         Err(e) => {
             abandon(vfs, &meta.id).await;
             Err(e.into())
+        }
+    }
+}
+
+/// Stages `meta` under its creator's name and renames it into place.
+/// `Ok(false)`: a sweeper took the staging directory first (the two
+/// renames share their source, so exactly one happened); the caller may
+/// start over with a fresh id.
+async fn build_and_place(
+    vfs: &dyn Vfs,
+    creator: &Creator,
+    meta: &TopicMeta,
+    overrides: &BTreeMap<String, String>,
+) -> io::Result<bool> {
+    let staging = staging::topic_staging(Path::new(TOPICS_DIR), &meta.id, creator);
+    if let Err(e) = stage(vfs, &staging, meta, overrides).await {
+        discard(vfs, &staging).await;
+        return match e.kind() {
+            // The staging directory vanished under us: swept.
+            io::ErrorKind::NotFound => Ok(false),
+            _ => Err(e),
+        };
+    }
+    match vfs.rename(&staging, &topic_dir(&meta.id)).await {
+        Ok(()) => Ok(true),
+        // Either our rename happened and its reply was lost, or the
+        // sweeper's rename came first: the meta at the final path tells.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            vfs::exists_now(vfs, &topic_dir(&meta.id).join("topic.meta")).await
+        }
+        Err(e) => {
+            discard(vfs, &staging).await;
+            Err(e)
         }
     }
 }
@@ -220,7 +287,7 @@ async fn stage(
     meta: &TopicMeta,
     overrides: &BTreeMap<String, String>,
 ) -> io::Result<()> {
-    vfs.mkdir(staging).await?;
+    mkdir_fresh(vfs, staging).await?;
     let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
     atomic_replace(vfs, &staging.join("topic.meta"), seal(META_KIND, &json)).await?;
     if !overrides.is_empty() {
@@ -230,15 +297,25 @@ async fn stage(
     }
     for p in 0..meta.partitions {
         let dir = staging.join(p.to_string());
-        vfs.mkdir(&dir).await?;
+        mkdir_fresh(vfs, &dir).await?;
         Manifest::initial(&meta.id, p).write(vfs, &dir).await?;
     }
     Ok(())
 }
 
-/// Best effort now. A staging directory left behind is removed by
-/// [`reap_tombstones`]; a named-nowhere topic directory (lost the name race)
-/// is left for the controller's sweep of unnamed topics (not written yet).
+/// Makes a directory under a name nobody else uses (a fresh random id):
+/// `AlreadyExists` can only be our own mkdir whose reply was lost.
+async fn mkdir_fresh(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+    match vfs.mkdir(dir).await {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// Best effort now. A staging directory left behind is swept once its
+/// creator is gone (`staging`); a named-nowhere topic directory (lost the
+/// name race) is left for the controller's sweep of unnamed topics (not
+/// written yet).
 async fn discard(vfs: &dyn Vfs, dir: &Path) {
     if let Err(e) = converge_remove(vfs, dir).await {
         tracing::warn!(dir = %dir.display(), error = %e, "could not remove an abandoned topic directory yet");
@@ -324,19 +401,17 @@ async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()>
         .map(|_| ())
 }
 
-/// Removes what is left of deleted topics, as far as the volume allows now.
-/// Returns the tombstones still pending (open handles somewhere, or `.nfs`
-/// files); call again later until it returns none.
+/// Removes what is left of deleted topics and swept staging directories,
+/// as far as the volume allows now. Returns the tombstones still pending
+/// (open handles somewhere, or `.nfs` files); call again later until it
+/// returns none. Staging directories are not touched here: only
+/// [`staging::StagingSweep`] may turn one into a tombstone.
 pub async fn reap_tombstones(vfs: &dyn Vfs) -> io::Result<Vec<String>> {
     let mut pending = Vec::new();
     for entry in vfs.read_dir(Path::new(TOPICS_DIR)).await? {
-        let abandoned_stage = entry.name.starts_with(".staging-");
-        if !entry.name.starts_with(TOMBSTONE_PREFIX) && !abandoned_stage {
+        if !entry.name.starts_with(TOMBSTONE_PREFIX) {
             continue;
         }
-        // A staging directory is abandoned only if its creator is gone; the
-        // controller creates topics one at a time, so outside a create
-        // call every staging directory is abandoned.
         let path = Path::new(TOPICS_DIR).join(&entry.name);
         // One tombstone the volume refuses today must not stop the others.
         match converge_remove(vfs, &path).await {
@@ -389,35 +464,100 @@ async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result
 /// Grows `meta`'s topic to `total` partitions: each new partition is staged
 /// in the topic directory and renamed into place, so it appears whole or
 /// not at all; a partition someone else added meanwhile is left as it is.
-pub async fn add_partitions(vfs: &dyn Vfs, meta: &TopicMeta, total: u32) -> io::Result<()> {
+/// `live` (the assignment's brokers) decides which partition stagings of
+/// other adders are abandoned (see [`sweep_partition_stagings`]).
+pub async fn add_partitions(
+    vfs: &dyn Vfs,
+    creator: &Creator,
+    live: &BTreeMap<u32, BrokerEntry>,
+    meta: &TopicMeta,
+    total: u32,
+) -> io::Result<()> {
+    sweep_partition_stagings(vfs, &meta.id, live).await;
     for p in meta.partitions..total {
-        let staging = topic_dir(&meta.id).join(format!(
-            ".staging-{p}-{:016x}",
-            madsim::rand::random::<u64>()
-        ));
-        vfs.mkdir(&staging).await?;
-        let staged = Manifest::initial(&meta.id, p).write(vfs, &staging).await;
-        let placed = match staged {
-            Ok(()) => vfs.rename(&staging, &partition_dir(&meta.id, p)).await,
-            Err(e) => Err(e),
-        };
-        match placed {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::AlreadyExists
-                ) =>
-            {
-                discard(vfs, &staging).await;
-            }
-            Err(e) => {
-                discard(vfs, &staging).await;
-                return Err(e);
+        let mut attempt = 0;
+        while !add_partition(vfs, creator, meta, p).await? {
+            attempt += 1;
+            if attempt >= STAGING_ATTEMPTS {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!(
+                        "partition {p} of {:?}: its staging directory was swept {attempt} \
+                         times; try again",
+                        meta.name
+                    ),
+                ));
             }
         }
     }
     Ok(())
+}
+
+/// Places partition `p`: `Ok(true)` once it exists (ours or someone
+/// else's), `Ok(false)` when a sweeper took our staging first.
+async fn add_partition(
+    vfs: &dyn Vfs,
+    creator: &Creator,
+    meta: &TopicMeta,
+    p: u32,
+) -> io::Result<bool> {
+    let staging = staging::partition_staging(&topic_dir(&meta.id), p, creator);
+    mkdir_fresh(vfs, &staging).await?;
+    let placed = match Manifest::initial(&meta.id, p).write(vfs, &staging).await {
+        Ok(()) => vfs.rename(&staging, &partition_dir(&meta.id, p)).await,
+        Err(e) => Err(e),
+    };
+    match placed {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::AlreadyExists
+            ) =>
+        {
+            discard(vfs, &staging).await;
+            Ok(true)
+        }
+        // A lost reply to our rename, a sweeper's rename first, or the
+        // staging swept while we wrote it: the partition's first manifest
+        // (fresh open) tells whether it is in place.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            discard(vfs, &staging).await;
+            partition_exists(vfs, &meta.id, p).await
+        }
+        Err(e) => {
+            discard(vfs, &staging).await;
+            Err(e)
+        }
+    }
+}
+
+/// Takes the partition stagings of topic `id` whose creator is not live in
+/// `live`, and removes what earlier takes left. Only adders of partitions
+/// run this, and only on a topic they are growing, so a listing of every
+/// topic directory is never needed. A creator wrongly taken for gone (a
+/// broker the assignment does not list yet) loses a retry, not a file:
+/// a take is a rename that competes with the creator's own.
+async fn sweep_partition_stagings(vfs: &dyn Vfs, id: &str, live: &BTreeMap<u32, BrokerEntry>) {
+    let dir = topic_dir(id);
+    let entries = match vfs.read_dir(&dir).await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!(topic_id = id, error = %e, "listing partition stagings; skipped");
+            return;
+        }
+    };
+    for entry in entries {
+        if entry.name.starts_with(TOMBSTONE_PREFIX) {
+            let _ = converge_remove(vfs, &dir.join(&entry.name)).await;
+        } else if entry.name.starts_with(STAGING_PREFIX)
+            && !staging::creator_of(&entry.name).is_some_and(|c| c.is_live(live))
+        {
+            if let Err(e) = staging::take(vfs, &dir, &entry.name).await {
+                tracing::debug!(staging = %entry.name, error = %e, "taking a partition staging; left for the next adder");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

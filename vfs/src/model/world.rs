@@ -783,15 +783,25 @@ impl World {
         self.server.open_state(fh.id, -1);
         if last {
             if let Some((dir, silly)) = self.host(h).silly.remove(&fh.id) {
-                match self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.remove(dir, &silly)) {
-                    Ok(wcc) => self.note_dir_change(h, dir, wcc),
-                    // A failed delete leaves the `.nfs` file behind for good,
-                    // as on a real client.
-                    Err(_) => self.stats.leaked_silly += 1,
+                let removed =
+                    self.dir_call(h, &[dir], Some(Errno::NoEnt), |s| s.remove(dir, &silly));
+                match removed {
+                    Ok(wcc) => {
+                        self.note_dir_change(h, dir, wcc);
+                        self.host(h).set_dentry(dir, &silly, None);
+                    }
+                    // A failed delete leaves the `.nfs` file behind, as on a
+                    // real client, which never retries it. Its dentry is
+                    // dropped, not made negative: the host did not see it go,
+                    // so its next lookup of the name asks the server.
+                    Err(_) => {
+                        if let Some(d) = self.host(h).dentries.get_mut(&dir.id) {
+                            d.remove(&silly);
+                        }
+                        self.stats.leaked_silly += 1;
+                    }
                 }
-                let host = self.host(h);
-                host.set_dentry(dir, &silly, None);
-                host.files.remove(&fh.id);
+                self.host(h).files.remove(&fh.id);
             }
         }
         result
