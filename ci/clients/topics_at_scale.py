@@ -92,6 +92,13 @@ def results(futures):
     return out
 
 
+def report(failures, shown):
+    """Prints the failures after the first `shown` (at most 20 in all)."""
+    for f in failures[shown:20]:
+        print(f"FAIL {f}", flush=True)
+    return len(failures)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kaas")
@@ -102,6 +109,7 @@ def main():
     cluster = Cluster(args.kaas, args.work)
     failures = []
     passed = 0
+    shown = 0
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap,
                              "socket.timeout.ms": 120000})
@@ -136,6 +144,7 @@ def main():
             return out
 
         cpu_before = [cpu_seconds(p.pid) for p in cluster.procs]
+        client_before = sum(os.times()[:2])
         began = time.monotonic()
         with cf.ThreadPoolExecutor(IN_FLIGHT + 2) as pool:
             side = [pool.submit(delete_doomed), pool.submit(grow)]
@@ -152,16 +161,23 @@ def main():
         answers = [created, deleted, grown]
         passed = sum(1 for r in answers for e in r.values() if e is None)
 
-        total = args.topics * PARTITIONS
+        shown = report(failures, 0)
+        made = [t for t in names if created.get(t, "no answer") is None]
+        total = len(made) * PARTITIONS
 
         def all_led():
             md = admin.list_topics(timeout=60)
-            led = sum(1 for t in names if t in md.topics
+            led = sum(1 for t in made if t in md.topics
                       for p in md.topics[t].partitions.values() if p.leader >= 0)
             return led == total
         wait(f"leaders for all {total} partitions", all_led, 600)
         led_s = time.monotonic() - began
         cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(cluster.procs, cpu_before))
+        client_cpu = sum(os.times()[:2]) - client_before
+        cores = os.cpu_count() or 1
+        busy = cpu / (led_s * cores)
+        bottleneck = ("broker CPU" if busy > 0.5 else
+                      "the volume (brokers mostly waiting on fsync and metadata calls)")
 
         md = admin.list_topics(timeout=60)
         left = [t for t in doomed if t in md.topics]
@@ -189,15 +205,16 @@ def main():
               f"{IN_FLIGHT} in flight, with 200 deletes and 20 grows alongside, 3 brokers")
         print(f"scale: created in {create_s:.1f} s ({args.topics / create_s:.0f} topics/s, "
               f"{total / create_s:.0f} partitions/s); every partition led after {led_s:.1f} s; "
-              f"broker CPU {cpu:.1f} s over that time (all three)")
+              f"broker CPU {cpu:.1f} s (all three; {busy:.0%} of {cores} cores), client CPU "
+              f"{client_cpu:.1f} s: the bottleneck is {bottleneck}")
         print(f"scale: Metadata for all topics ({partitions} partitions): median "
               f"{statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms (client: "
-              f"confluent-kafka list_topics)")
+              f"confluent-kafka list_topics; the answering broker opens each topic's "
+              f"files by path, so its CPU and the volume's metadata calls bound it)")
         print("scale: broker RSS " + ", ".join(f"{r:.0f} MiB" for r in rss))
     finally:
         cluster.stop()
-    for f in failures[:20]:
-        print(f"FAIL {f}")
+    report(failures, shown)
     print(f"scale: {passed} passed, {len(failures)} failed")
     return 1 if failures or not passed else 0
 
