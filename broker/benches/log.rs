@@ -5,6 +5,8 @@
 //! `$KAAS_BENCH_DIR` to measure another filesystem, e.g. an NFS mount).
 
 #[cfg(not(madsim))]
+// A benchmark of the real directory: real time and std::fs are its yardstick.
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod real {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;

@@ -34,6 +34,7 @@ fn a_missing_named_data_dir_is_refused_with_what_to_do() {
 fn a_named_data_dir_that_is_a_file_is_refused() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let file = scratch.path().join("plain-file");
+    #[allow(clippy::disallowed_methods)] // the test's own scratch file, not a volume
     std::fs::write(&file, b"x").expect("write");
     let out = kaas()
         .arg("--data-dir")

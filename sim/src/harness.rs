@@ -104,6 +104,7 @@ const OBSERVE_EVERY: Duration = Duration::from_millis(700);
 /// Runs one seed on a thread of its own: std seeds a thread's `HashMap` keys
 /// once, at its first use, and madsim can only make them derive from the
 /// seed if that first use happens inside the new runtime.
+#[allow(clippy::disallowed_types)] // outside the simulated world: it hosts one
 pub fn run(opts: &Options) -> Report {
     let opts = opts.clone();
     let seed = opts.seed;

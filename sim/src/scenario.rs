@@ -84,6 +84,7 @@ pub fn load(name_or_path: &str) -> Result<Scenario, String> {
     } else {
         dir().join(format!("{name_or_path}.toml"))
     };
+    #[allow(clippy::disallowed_methods)] // the simulator's input, not a volume
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
     let s: Scenario =
@@ -181,6 +182,7 @@ impl Scenario {
 
 /// Every scenario of the suite (`scenarios/*.toml`), by name.
 pub fn all() -> Result<Vec<Scenario>, String> {
+    #[allow(clippy::disallowed_methods)] // the simulator's input, not a volume
     let mut names: Vec<String> = std::fs::read_dir(dir())
         .map_err(|e| format!("cannot list {}: {e}", dir().display()))?
         .filter_map(|e| e.ok())
