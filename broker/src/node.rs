@@ -94,6 +94,9 @@ pub async fn run(
         config.broker_id,
         GroupConfig {
             initial_rebalance_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
+            // The broker's own clock: in the simulator it is skewed and
+            // jumps, and commit timestamps must see that too.
+            clock: config.wall_clock.clone(),
             ..GroupConfig::default()
         },
     ));
