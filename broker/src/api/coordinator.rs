@@ -1,0 +1,60 @@
+//! FindCoordinator: the broker leading a group's (or transactional id's)
+//! coordinator slot.
+
+use super::*;
+
+impl Api {
+    /// FindCoordinator: the broker leading the key's coordinator slot.
+    /// Groups and transactional ids share the slots.
+    pub(super) fn find_coordinator(
+        &self,
+        req: FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
+        let a = self.current();
+        let locate = |key: &str| -> Result<(i32, String, i32), i16> {
+            let a = a
+                .as_ref()
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let l = a
+                .coordinator(groups::slot_of(key))
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let b = a
+                .brokers
+                .get(&l.leader)
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let (host, port) = split_host_port(&b.advertised);
+            Ok((l.leader as i32, host, port))
+        };
+        if version >= 4 {
+            let coordinators = req
+                .coordinator_keys
+                .iter()
+                .map(|k| {
+                    let c = Coordinator::default().with_key(k.clone());
+                    match locate(k.as_str()) {
+                        Ok((id, host, port)) => c
+                            .with_node_id(BrokerId(id))
+                            .with_host(StrBytes::from_string(host))
+                            .with_port(port),
+                        Err(e) => c
+                            .with_error_code(e)
+                            .with_node_id(BrokerId(-1))
+                            .with_port(-1),
+                    }
+                })
+                .collect();
+            return FindCoordinatorResponse::default().with_coordinators(coordinators);
+        }
+        match locate(req.key.as_str()) {
+            Ok((id, host, port)) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port),
+            Err(e) => FindCoordinatorResponse::default()
+                .with_error_code(e)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Fetch: reads from the partitions this broker leads, waiting for data up
+//! to the request's wait.
+
+use super::*;
+
+impl Api {
+    pub(super) async fn fetch(&self, req: FetchRequest, version: i16) -> FetchResponse {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+        loop {
+            // Registered before reading, so an append in between is not
+            // missed: a `Notified` counts only from `enable` (or its first
+            // poll), not from its creation.
+            let appended = self.leaders.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
+            let (response, bytes) = self.fetch_once(&req, version).await;
+            let enough = bytes >= req.min_bytes.max(0) as usize;
+            // As in Kafka, an error answers at once: waiting cannot fix a
+            // fenced epoch or a partition led elsewhere.
+            let failed = response
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code != 0);
+            if enough || failed || tokio::time::Instant::now() >= deadline {
+                return response;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let _ = tokio::time::timeout(left, appended).await;
+        }
+    }
+
+    async fn fetch_once(&self, req: &FetchRequest, version: i16) -> (FetchResponse, usize) {
+        let start_of = |s: i64| if version >= 5 { s } else { -1 };
+        let mut budget = if req.max_bytes > 0 {
+            req.max_bytes as usize
+        } else {
+            usize::MAX
+        };
+        let mut total = 0;
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let name = name_of(&t.topic).to_owned();
+            let mut parts = Vec::new();
+            for p in &t.partitions {
+                let d = PartitionData::default()
+                    .with_partition_index(p.partition)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_preferred_read_replica(BrokerId(-1));
+                let led = self.log_for(&name, p.partition).await.and_then(|log| {
+                    leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                });
+                let d = match led {
+                    Err(c) => d.with_error_code(c),
+                    Ok(log) => {
+                        let max = (p.partition_max_bytes.max(0) as usize).min(budget);
+                        match log.read(p.fetch_offset, max.max(1)).await {
+                            Ok(r) => {
+                                let n = r.records.len();
+                                budget = budget.saturating_sub(n);
+                                total += n;
+                                d.with_high_watermark(r.high_watermark)
+                                    .with_last_stable_offset(r.high_watermark)
+                                    .with_log_start_offset(start_of(r.log_start_offset))
+                                    .with_aborted_transactions(Some(Vec::new()))
+                                    .with_records(Some(r.records))
+                            }
+                            Err(LogError::OutOfRange { start, end, .. }) => d
+                                .with_error_code(code(ResponseError::OffsetOutOfRange))
+                                .with_high_watermark(end)
+                                .with_log_start_offset(start_of(start)),
+                            Err(e) => {
+                                tracing::warn!(dir = %log.dir().display(), offset = p.fetch_offset, error = %e, "read failed");
+                                d.with_error_code(code(ResponseError::KafkaStorageError))
+                            }
+                        }
+                    }
+                };
+                parts.push(d);
+            }
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(parts),
+            );
+        }
+        (FetchResponse::default().with_responses(topics), total)
+    }
+}

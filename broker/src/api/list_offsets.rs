@@ -1,0 +1,85 @@
+//! ListOffsets: the offset of a timestamp, the earliest or the latest.
+
+use super::*;
+
+/// ListOffsets' special timestamps.
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// One partition's ListOffsets answer from the log this broker leads.
+async fn offset_at(
+    log: &PartitionLog,
+    timestamp: i64,
+    version: i16,
+    r: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    // The leader epoch field exists from v4; before, it stays unknown.
+    let epoch = |e: i32| if version >= 4 { e } else { -1 };
+    let current = epoch(log.epoch() as i32);
+    let found = match timestamp {
+        EARLIEST_TIMESTAMP => {
+            return r
+                .with_offset(log.log_start_offset())
+                .with_leader_epoch(current);
+        }
+        LATEST_TIMESTAMP => {
+            return r
+                .with_offset(log.high_watermark())
+                .with_leader_epoch(current);
+        }
+        MAX_TIMESTAMP => log.offset_of_max_timestamp().await,
+        ts => log.offset_for_timestamp(ts).await,
+    };
+    match found {
+        Ok(Some(f)) => r
+            .with_offset(f.offset)
+            .with_timestamp(f.timestamp)
+            .with_leader_epoch(epoch(f.leader_epoch)),
+        // No record at or after the timestamp (or, for MAX_TIMESTAMP, an
+        // empty log): Kafka answers offset -1, timestamp -1, no error.
+        Ok(None) => r.with_offset(-1).with_timestamp(-1),
+        Err(e) => {
+            tracing::warn!(dir = %log.dir().display(), error = %e, "offset lookup by time failed");
+            r.with_error_code(code(ResponseError::KafkaStorageError))
+        }
+    }
+}
+
+impl Api {
+    pub(super) async fn list_offsets(
+        &self,
+        req: ListOffsetsRequest,
+        version: i16,
+    ) -> ListOffsetsResponse {
+        let mut topics = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let mut parts = Vec::new();
+            for p in t.partitions {
+                let r = ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(-1);
+                let led = self
+                    .log_for(&name, p.partition_index)
+                    .await
+                    .and_then(|log| {
+                        leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
+                    });
+                let r = match led {
+                    Err(c) => r.with_error_code(c),
+                    Ok(log) => offset_at(&log, p.timestamp, version, r).await,
+                };
+                parts.push(r);
+            }
+            topics.push(
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name)
+                    .with_partitions(parts),
+            );
+        }
+        ListOffsetsResponse::default().with_topics(topics)
+    }
+}

@@ -1,0 +1,171 @@
+//! Metadata and DescribeCluster: brokers, topics, leaders.
+
+use super::*;
+
+impl Api {
+    pub(super) async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {
+        let a = self.current();
+        let mut brokers: Vec<MetadataResponseBroker> = match &a {
+            Some(a) => a
+                .brokers
+                .iter()
+                .map(|(id, b)| {
+                    let (host, port) = split_host_port(&b.advertised);
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(*id as i32))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        if !brokers
+            .iter()
+            .any(|b| b.node_id.0 == self.config.broker_id as i32)
+        {
+            let (host, port) = split_host_port(&self.config.advertised);
+            brokers.push(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(self.config.broker_id as i32))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port),
+            );
+        }
+        let requested: Option<Vec<String>> = match req.topics {
+            None => None,
+            Some(t) if t.is_empty() && version == 0 => None,
+            Some(t) => Some(
+                t.into_iter()
+                    .filter_map(|t| t.name.map(|n| name_of(&n).to_owned()))
+                    .collect(),
+            ),
+        };
+        let auto_create =
+            self.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+        let mut topics = Vec::new();
+        let names = match requested {
+            Some(names) => names,
+            None => self.all_topic_names().await,
+        };
+        for name in names {
+            topics.push(
+                self.topic_metadata(&name, a.as_ref(), auto_create, version)
+                    .await,
+            );
+        }
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(match &a {
+                Some(a) if version >= 1 => a.controller as i32,
+                _ => -1,
+            }))
+            .with_cluster_id(
+                a.as_ref()
+                    .filter(|_| version >= 2)
+                    .map(|a| StrBytes::from_string(a.cluster_id.clone())),
+            )
+            .with_topics(topics)
+    }
+
+    async fn all_topic_names(&self) -> Vec<String> {
+        let Ok(listing) = self
+            .vfs
+            .read_dir(std::path::Path::new(topic::TOPICS_DIR))
+            .await
+        else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for e in listing {
+            if e.name.starts_with('.') || e.name == "names" {
+                continue;
+            }
+            if let Ok(meta) = topic::read_meta(self.vfs.as_ref(), &e.name).await {
+                names.push(meta.name);
+            }
+        }
+        names.sort();
+        names
+    }
+
+    async fn topic_metadata(
+        &self,
+        name: &str,
+        a: Option<&Assignment>,
+        auto_create: bool,
+        version: i16,
+    ) -> MetadataResponseTopic {
+        let base = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
+        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => m,
+            Ok(None) if auto_create => {
+                return match topic::create_topic_with(
+                    self.vfs.as_ref(),
+                    &self.creator(),
+                    name,
+                    self.config.default_partitions,
+                    &BTreeMap::new(),
+                )
+                .await
+                {
+                    // Leaders come with the controller's next assignment.
+                    Ok(_) | Err(TopicError::Exists(_)) => {
+                        base.with_error_code(code(ResponseError::LeaderNotAvailable))
+                    }
+                    Err(TopicError::InvalidName(..)) => {
+                        base.with_error_code(code(ResponseError::InvalidTopicException))
+                    }
+                    Err(_) => base.with_error_code(code(ResponseError::KafkaStorageError)),
+                };
+            }
+            Ok(None) => return base.with_error_code(code(ResponseError::UnknownTopicOrPartition)),
+            Err(e) => return base.with_error_code(lookup_error(&e)),
+        };
+        let partitions = (0..meta.partitions)
+            .map(|p| {
+                let part = MetadataResponsePartition::default().with_partition_index(p as i32);
+                match a.and_then(|a| a.leadership(&meta.id, p)) {
+                    Some(l) => part
+                        .with_leader_id(BrokerId(l.leader as i32))
+                        .with_leader_epoch(if version >= 7 {
+                            l.leader_epoch as i32
+                        } else {
+                            -1
+                        })
+                        .with_replica_nodes(vec![BrokerId(l.leader as i32)])
+                        .with_isr_nodes(vec![BrokerId(l.leader as i32)]),
+                    None => part
+                        .with_error_code(code(ResponseError::LeaderNotAvailable))
+                        .with_leader_id(BrokerId(-1)),
+                }
+            })
+            .collect();
+        let id = if version >= 10 {
+            uuid_of(&meta)
+        } else {
+            Uuid::nil()
+        };
+        base.with_topic_id(id).with_partitions(partitions)
+    }
+
+    pub(super) fn describe_cluster(&self) -> DescribeClusterResponse {
+        let a = self.current();
+        let brokers = a
+            .iter()
+            .flat_map(|a| a.brokers.iter())
+            .map(|(id, b)| {
+                let (host, port) = split_host_port(&b.advertised);
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(*id as i32))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port)
+            })
+            .collect();
+        DescribeClusterResponse::default()
+            .with_cluster_id(StrBytes::from_string(
+                a.as_ref().map(|a| a.cluster_id.clone()).unwrap_or_default(),
+            ))
+            .with_controller_id(BrokerId(a.as_ref().map_or(-1, |a| a.controller as i32)))
+            .with_brokers(brokers)
+    }
+}

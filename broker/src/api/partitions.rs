@@ -1,0 +1,54 @@
+//! CreatePartitions: a topic grows, partition by partition.
+
+use super::*;
+
+impl Api {
+    pub(super) async fn create_partitions(
+        &self,
+        req: CreatePartitionsRequest,
+    ) -> CreatePartitionsResponse {
+        let mut results = Vec::new();
+        for t in req.topics {
+            let name = name_of(&t.name).to_owned();
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            let fail = |e: ResponseError, why: String| {
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(code(e))
+                    .with_error_message(Some(StrBytes::from_string(why)))
+            };
+            let result = match topic::lookup(self.vfs.as_ref(), &name).await {
+                Ok(None) => fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("no topic {name}"),
+                ),
+                Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
+                Ok(Some(meta)) if t.count <= meta.partitions as i32 => fail(
+                    ResponseError::InvalidPartitions,
+                    format!(
+                        "{name} has {} partitions; the count can only grow",
+                        meta.partitions
+                    ),
+                ),
+                Ok(Some(_)) if req.validate_only => result,
+                Ok(Some(meta)) => {
+                    let live = self.current().map(|a| a.brokers).unwrap_or_default();
+                    let creator = self.creator();
+                    let added = topic::add_partitions(
+                        self.vfs.as_ref(),
+                        &creator,
+                        &live,
+                        &meta,
+                        t.count as u32,
+                    );
+                    match added.await {
+                        Ok(()) => result,
+                        Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
+                    }
+                }
+            };
+            results.push(result);
+        }
+        CreatePartitionsResponse::default().with_results(results)
+    }
+}

@@ -1,0 +1,77 @@
+//! Produce: appends to the partitions this broker leads.
+
+use super::*;
+
+impl Api {
+    pub(super) async fn produce(
+        &self,
+        req: ProduceRequest,
+        version: i16,
+    ) -> Option<ProduceResponse> {
+        let mut responses = Vec::new();
+        for t in req.topic_data {
+            let name = name_of(&t.name).to_owned();
+            let mut parts = Vec::new();
+            for p in t.partition_data {
+                let r = PartitionProduceResponse::default()
+                    .with_index(p.index)
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1);
+                let records = p.records.unwrap_or_default();
+                let r = match self.produce_log(&name, p.index).await {
+                    Err(c) => r.with_error_code(c),
+                    Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
+                        r.with_error_code(code(ResponseError::MessageTooLarge))
+                    }
+                    Ok((_, log)) => self.append(&log, records, r, version).await,
+                };
+                parts.push(r);
+            }
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(t.name)
+                    .with_partition_responses(parts),
+            );
+        }
+        // acks=0: the client waits for nothing, so nothing is sent.
+        (req.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    }
+
+    async fn append(
+        &self,
+        log: &PartitionLog,
+        records: Bytes,
+        r: PartitionProduceResponse,
+        version: i16,
+    ) -> PartitionProduceResponse {
+        match log.append(records).await {
+            Ok(a) => {
+                tracing::trace!(dir = %log.dir().display(), epoch = log.epoch(), base = a.base_offset, "acknowledged");
+                self.leaders.appended.notify_waiters();
+                let start = if version >= 5 {
+                    log.log_start_offset()
+                } else {
+                    -1
+                };
+                r.with_base_offset(a.base_offset)
+                    .with_log_start_offset(start)
+            }
+            Err(LogError::Corrupt(_)) => r.with_error_code(code(ResponseError::CorruptMessage)),
+            Err(LogError::OutOfOrderSequence) => {
+                r.with_error_code(code(ResponseError::OutOfOrderSequenceNumber))
+            }
+            Err(LogError::InvalidProducerEpoch) => {
+                r.with_error_code(code(ResponseError::InvalidProducerEpoch))
+            }
+            Err(LogError::Fenced(_)) => {
+                let dir = log.dir().to_path_buf();
+                tracing::info!(dir = %dir.display(), "fenced: stepping down");
+                r.with_error_code(code(ResponseError::NotLeaderOrFollower))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "append failed");
+                r.with_error_code(code(ResponseError::KafkaStorageError))
+            }
+        }
+    }
+}
