@@ -6,19 +6,19 @@
 //! id. A lost or undecided claim only burns a block; ids are plentiful.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim};
 
-pub const PRODUCERS_DIR: &str = "producers";
+pub use crate::layout::PRODUCERS_DIR;
 pub const BLOCK: i64 = 1000;
 /// Claims tried before an allocation gives up (and the client retries).
 const MAX_ATTEMPTS: u64 = 64;
 
 fn block_path(n: u64) -> PathBuf {
-    Path::new(PRODUCERS_DIR).join(format!("block-{n:012}"))
+    crate::layout::producer_block(n)
 }
 
 pub struct ProducerIds {
@@ -117,7 +117,9 @@ mod tests {
     #[tokio::test]
     async fn brokers_never_hand_out_the_same_id() {
         let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
-        vfs.mkdir(Path::new(PRODUCERS_DIR)).await.unwrap();
+        vfs.mkdir(std::path::Path::new(PRODUCERS_DIR))
+            .await
+            .unwrap();
         let a = ProducerIds::new(vfs.clone(), 1);
         let b = ProducerIds::new(vfs.clone(), 2);
         let mut seen = BTreeSet::new();

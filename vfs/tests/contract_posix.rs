@@ -1,5 +1,7 @@
 //! The Vfs contract against the production backend on a local temp dir.
 #![cfg(not(madsim))]
+// It sets up and inspects the real directory under PosixVfs with std::fs.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
@@ -16,7 +16,6 @@ use vfs::Vfs;
 use super::election;
 use super::placement::{Leadership, PartitionKey};
 
-pub const CLUSTER_DIR: &str = "cluster";
 const KIND: &str = "assignment";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +110,7 @@ impl Assignment {
 }
 
 pub fn path(controller_epoch: u32) -> PathBuf {
-    Path::new(CLUSTER_DIR).join(format!("assignment-{controller_epoch:010}"))
+    crate::layout::assignment(controller_epoch)
 }
 
 pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {

@@ -7,15 +7,13 @@
 //! until a name is missing (opens by path are fresh; listings are not).
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, read_claim};
 
-use super::assignment::CLUSTER_DIR;
-
 pub fn claim_path(epoch: u32) -> PathBuf {
-    Path::new(CLUSTER_DIR).join(format!("controller-{epoch:010}"))
+    crate::layout::controller_claim(epoch)
 }
 
 /// The newest claimed controller epoch at or above `from` (0: none yet).

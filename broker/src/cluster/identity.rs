@@ -24,13 +24,11 @@ use std::path::{Path, PathBuf};
 use vfs::Vfs;
 use vfs::durable::{EnvelopeError, atomic_replace, converge_remove, open_envelope, seal};
 
-use super::assignment::CLUSTER_DIR;
+use crate::layout::CLUSTER_DIR;
 
 const KIND: &str = "cluster-id";
 
-pub fn identity_dir() -> PathBuf {
-    Path::new(CLUSTER_DIR).join("identity")
-}
+pub use crate::layout::identity_dir;
 
 fn id_file() -> PathBuf {
     identity_dir().join("id")

@@ -14,7 +14,8 @@ use std::path::Path;
 
 use vfs::{Create, OpenOptions, Vfs};
 
-use super::assignment::{Assignment, CLUSTER_DIR};
+use super::assignment::Assignment;
+use crate::layout::CLUSTER_DIR;
 
 fn path() -> std::path::PathBuf {
     Path::new(CLUSTER_DIR).join("assignment")

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 use vfs::durable::{Removal, converge_remove};
 
-pub const GROUPS_DIR: &str = "groups";
+pub use crate::layout::GROUPS_DIR;
 const KIND: &str = "group";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +56,7 @@ pub struct OffsetRecord {
 }
 
 pub fn slot_dir(slot: u32) -> PathBuf {
-    Path::new(GROUPS_DIR).join(format!("{slot:03}"))
+    crate::layout::group_slot(slot)
 }
 
 /// File names carry a hash of the group id: ids are arbitrary strings up

@@ -21,13 +21,11 @@ use std::path::PathBuf;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, converge_remove, create_slot, fill_slot, read_claim};
 
-use super::topic::NAMES_DIR;
-
 /// Generations tried before a create gives up (the client retries).
 const MAX_GENERATIONS: u32 = 64;
 
 fn path(name: &str, generation: u32) -> PathBuf {
-    PathBuf::from(NAMES_DIR).join(format!("{name}@{generation}"))
+    crate::layout::name_claim(name, generation)
 }
 
 /// The outcome of [`claim_name`].
@@ -148,7 +146,7 @@ mod tests {
     async fn volume() -> vfs::MemVfs {
         let v = vfs::MemVfs::new();
         v.mkdir(Path::new("topics")).await.unwrap();
-        v.mkdir(Path::new(NAMES_DIR)).await.unwrap();
+        v.mkdir(Path::new(crate::layout::NAMES_DIR)).await.unwrap();
         v
     }
 

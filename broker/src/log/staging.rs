@@ -30,8 +30,7 @@ use vfs::durable::converge_remove;
 
 use crate::cluster::assignment::BrokerEntry;
 
-pub const STAGING_PREFIX: &str = ".staging-";
-pub const TOMBSTONE_PREFIX: &str = ".tombstone-";
+pub use crate::layout::{STAGING_PREFIX, TOMBSTONE_PREFIX};
 
 /// The process building a staging directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

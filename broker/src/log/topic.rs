@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::names::{self, NameClaim};
 use serde::{Deserialize, Serialize};
@@ -36,12 +36,11 @@ use super::manifest::Manifest;
 use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
 use crate::cluster::assignment::BrokerEntry;
 
-pub const TOPICS_DIR: &str = "topics";
+pub use crate::layout::{NAMES_DIR, TOPICS_DIR, partition_dir, topic_dir};
 /// How often a create starts over with a fresh staging directory after a
 /// sweeper took its staging (its creator looked gone: paused past the
 /// grace, say).
 const STAGING_ATTEMPTS: u32 = 3;
-pub const NAMES_DIR: &str = "topics/names";
 const META_KIND: &str = "topic-meta";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,14 +60,6 @@ pub enum TopicError {
     InvalidPartitions(u32),
     #[error(transparent)]
     Io(#[from] io::Error),
-}
-
-pub fn topic_dir(id: &str) -> PathBuf {
-    Path::new(TOPICS_DIR).join(id)
-}
-
-pub fn partition_dir(id: &str, partition: u32) -> PathBuf {
-    topic_dir(id).join(partition.to_string())
 }
 
 /// Kafka's rules: 1 to 249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
@@ -269,7 +260,7 @@ async fn staged_whole(vfs: &dyn Vfs, meta: &TopicMeta) -> Result<(), String> {
 /// successor), and a tombstoned id reads as deleted, which frees the name.
 /// The reaper removes its files.
 async fn abandon(vfs: &dyn Vfs, id: &str) {
-    let tombstone = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{id}"));
+    let tombstone = crate::layout::tombstone(id);
     match vfs.rename(&topic_dir(id), &tombstone).await {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -347,7 +338,7 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     if crate::historical::on("stuck-topic-delete") {
         return delete_in_place_once(vfs, meta).await;
     }
-    let tombstone = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{}", meta.id));
+    let tombstone = crate::layout::tombstone(&meta.id);
     match vfs.rename(&topic_dir(&meta.id), &tombstone).await {
         Ok(()) => {}
         // Already renamed (by an earlier, interrupted call, or a lost reply).
@@ -367,7 +358,7 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
 /// tombstones through a directory listing that NFS may serve stale for up
 /// to a minute.
 pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
-    let path = Path::new(TOPICS_DIR).join(format!("{TOMBSTONE_PREFIX}{id}"));
+    let path = crate::layout::tombstone(id);
     for attempt in 1..=attempts {
         match converge_remove(vfs, &path).await {
             Ok(r) if r.is_gone() => return true,
