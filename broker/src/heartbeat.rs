@@ -8,10 +8,9 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal, sweep_temps};
+use vfs::durable::sweep_temps;
 
 use crate::layout;
 
@@ -37,21 +36,9 @@ pub struct Heartbeat {
     pub stuck: Vec<(String, u32, u32)>,
 }
 
-impl Heartbeat {
-    pub fn encode(&self) -> Bytes {
-        let json = serde_json::to_vec(self).expect("heartbeat serialises");
-        seal(KIND, &json)
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<Self, EnvelopeError> {
-        let payload = open_envelope(KIND, bytes)?;
-        serde_json::from_slice(payload).map_err(|e| EnvelopeError::Payload(e.to_string()))
-    }
-}
-
 /// Publishes `hb` as this broker's heartbeat (atomic replace).
 pub async fn write(vfs: &dyn Vfs, hb: &Heartbeat) -> io::Result<()> {
-    atomic_replace(vfs, &layout::heartbeat(hb.broker_id), hb.encode()).await
+    crate::stored::write_json(vfs, &layout::heartbeat(hb.broker_id), KIND, hb).await
 }
 
 /// Leaderships this broker cannot hold, for its next heartbeat.
@@ -133,16 +120,27 @@ pub async fn sweep(vfs: &dyn Vfs, broker_id: u32) -> io::Result<usize> {
 /// Reads broker `id`'s latest heartbeat (fresh open by path).
 pub async fn read(vfs: &dyn Vfs, id: u32) -> io::Result<Heartbeat> {
     let path = layout::heartbeat(id);
-    let bytes = vfs::read_file(vfs, &path).await?;
-    Heartbeat::decode(&bytes).map_err(|e| e.at(path.display()))
+    crate::stored::read_json(vfs, &path, KIND)
+        .await?
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no heartbeat", path.display()),
+            )
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vfs::durable::seal;
 
-    #[test]
-    fn round_trips_and_rejects_garbage() {
+    #[tokio::test]
+    async fn round_trips_and_rejects_garbage() {
+        let vfs = vfs::MemVfs::new();
+        vfs.mkdir(std::path::Path::new(layout::BROKERS_DIR))
+            .await
+            .unwrap();
         let hb = Heartbeat {
             broker_id: 2,
             incarnation: 9,
@@ -151,12 +149,26 @@ mod tests {
             leaving: false,
             stuck: Vec::new(),
         };
-        assert_eq!(Heartbeat::decode(&hb.encode()).unwrap(), hb);
-        assert_eq!(Heartbeat::decode(b""), Err(EnvelopeError::Empty));
-        let not_json = seal(KIND, b"{");
-        assert!(matches!(
-            Heartbeat::decode(&not_json),
-            Err(EnvelopeError::Payload(_))
-        ));
+        write(&vfs, &hb).await.unwrap();
+        assert_eq!(read(&vfs, 2).await.unwrap(), hb);
+        assert_eq!(
+            read(&vfs, 3).await.unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        for garbage in [
+            &b""[..],
+            &seal(KIND, b"{")[..],
+            &seal("other-kind", b"{}")[..],
+        ] {
+            vfs::durable::atomic_replace(
+                &vfs,
+                &layout::heartbeat(2),
+                bytes::Bytes::copy_from_slice(garbage),
+            )
+            .await
+            .unwrap();
+            let e = read(&vfs, 2).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        }
     }
 }

@@ -28,9 +28,7 @@ use std::path::Path;
 use super::names::{self, NameClaim};
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{
-    ClaimToken, EnvelopeError, atomic_replace, claim, converge_remove, open_envelope, seal,
-};
+use vfs::durable::{ClaimToken, claim, converge_remove};
 
 use super::manifest::Manifest;
 use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
@@ -279,8 +277,7 @@ async fn stage(
     overrides: &BTreeMap<String, String>,
 ) -> io::Result<()> {
     mkdir_fresh(vfs, staging).await?;
-    let json = serde_json::to_vec(meta).map_err(io::Error::other)?;
-    atomic_replace(vfs, &staging.join("topic.meta"), seal(META_KIND, &json)).await?;
+    crate::stored::write_json(vfs, &staging.join("topic.meta"), META_KIND, meta).await?;
     if !overrides.is_empty() {
         let json = serde_json::to_vec(overrides).map_err(io::Error::other)?;
         let token = ClaimToken::fresh("creator");
@@ -435,10 +432,14 @@ pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> 
 /// creation too.
 pub async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
     let path = topic_dir(id).join("topic.meta");
-    let bytes = vfs::read_file(vfs, &path).await?;
-    let payload = open_envelope(META_KIND, &bytes).map_err(|e| e.at(path.display()))?;
-    let mut meta: TopicMeta = serde_json::from_slice(payload)
-        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))?;
+    let mut meta: TopicMeta = crate::stored::read_json(vfs, &path, META_KIND)
+        .await?
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no topic meta", path.display()),
+            )
+        })?;
     // Added partitions are directories renamed into place one by one; the
     // count is the first one missing (an open by path is fresh).
     while partition_exists(vfs, id, meta.partitions).await? {
