@@ -3,6 +3,27 @@
 //! All filesystem access goes through [`vfs::Vfs`]; all time, randomness,
 //! tasks and sockets come from madsim / madsim-tokio, so the same code runs
 //! in production and in the deterministic simulator.
+//!
+//! # Layout
+//!
+//! | module | what it is |
+//! |---|---|
+//! | [`node`] | one broker process: start-up checks, the follow loop, controlled shutdown |
+//! | [`config`] | command-line flags, each also a `KAAS_*` variable |
+//! | [`startup`] | the checks a broker makes before it joins (volume, broker id, advertised address) |
+//! | [`layout`] | every path on the volume, with its single writer |
+//! | [`stored`] | JSON metadata files in the checksummed envelope, replaced atomically |
+//! | [`heartbeat`] | each broker's liveness file and the task that rewrites it |
+//! | [`cluster`] | controller election, the assignment, placement, the cluster id |
+//! | [`leaders`] | the partitions this broker leads: takeovers, step-downs, retention |
+//! | [`log`] | the partition log: topics, staging, manifests, segments, fencing |
+//! | [`groups`] | consumer group coordinators and their files |
+//! | [`producer_ids`] | producer id blocks for idempotent producers |
+//! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
+//! | [`api`] | the answers to Kafka requests, one file per API family |
+//! | [`health`] | `/livez` and `/readyz` for Kubernetes probes |
+//! | [`clock`] | the wall clock, for record timestamps only |
+//! | `historical` | the historical bugs' old code paths (simulation build only) |
 
 pub mod api;
 pub mod clock;

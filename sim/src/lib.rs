@@ -5,6 +5,23 @@
 //! of the `sim` binary re-runs itself through cargo with that flag and its own
 //! target directory (see [`relaunch`]), so `cargo run -p sim -- --seed 7` works
 //! without the caller setting RUSTFLAGS.
+//!
+//! # Layout
+//!
+//! | module | what it is |
+//! |---|---|
+//! | `main.rs`, `cli` | the command line: one seed, sweeps, scenarios, determinism checks |
+//! | [`args`] | the flags and fault kinds |
+//! | [`relaunch`] | the ordinary build re-running itself as the simulation build |
+//! | `harness` | one seeded run: brokers, clients, the fault timeline, liveness, end-of-run checks of the volume |
+//! | `client` | a small Kafka client over simulated TCP |
+//! | `workload` | producers, the consumer, the churning admin, the final reader; the history |
+//! | `members` | consumer group members |
+//! | `creators` | admins creating, growing and deleting topics many at a time |
+//! | `checker` | judges the history against the final log, one named invariant per violation |
+//! | `scenario` | scenario files (`scenarios/*.toml`) |
+//! | `nfs_hook` | crashes a killed node's NFS host |
+//! | [`trace`] | the run's trace and its digest |
 
 pub mod args;
 #[cfg(madsim)]

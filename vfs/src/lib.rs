@@ -9,6 +9,18 @@
 //! built on the trait alone so every backend gets the same discipline.
 //!
 //! All paths are relative to the volume root; see [`path`].
+//!
+//! # Layout
+//!
+//! | module | what it is |
+//! |---|---|
+//! | this file | the [`Vfs`] and [`VfsFile`] traits, open options, fresh-read helpers |
+//! | [`path`] | volume-relative path checks every backend applies |
+//! | `posix` | [`PosixVfs`], the production backend (not in the simulation build) |
+//! | `mem` | [`MemVfs`], a single-host in-memory volume for tests |
+//! | [`model`] | the model NFS: one server, per-host caches, every NFS fault |
+//! | [`durable`] | the multi-step primitives: atomic replace, claims, converge-remove, envelopes |
+//! | `testkit` (feature `testkit`) | the contract suite every backend passes, interrupting and counting wrappers, disk bounds |
 
 pub mod durable;
 mod mem;

@@ -457,7 +457,7 @@ async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result
 /// in the topic directory and renamed into place, so it appears whole or
 /// not at all; a partition someone else added meanwhile is left as it is.
 /// `live` (the assignment's brokers) decides which partition stagings of
-/// other adders are abandoned (see [`sweep_partition_stagings`]).
+/// other adders are abandoned (see `sweep_partition_stagings`).
 pub async fn add_partitions(
     vfs: &dyn Vfs,
     creator: &Creator,
