@@ -1,0 +1,297 @@
+//! Appends: one write and one fsync per flush cycle for every waiting
+//! request, acknowledged only after the leadership check that follows the
+//! fsync; checkpoints and segment rolls.
+
+use super::*;
+
+impl PartitionLog {
+    /// Appends a produce request's record set (one or more v2 batches) and
+    /// returns once it is durable and this epoch was confirmed after the
+    /// fsync. Concurrent appends share flush cycles.
+    pub async fn append(&self, records: Bytes) -> Result<Appended, LogError> {
+        let headers = batch::split(&records)?;
+        if headers.is_empty() {
+            return Err(BatchError::TooShort(0).into());
+        }
+        let (reply, done) = tokio::sync::oneshot::channel();
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.queue).push(Pending {
+            id,
+            records,
+            headers,
+            reply,
+        });
+        // Group commit: whoever gets the writer while its own request is
+        // still queued flushes everything queued by then in one cycle. A
+        // waiter whose request another cycle already took lets go at once,
+        // so queued requests wait for one flusher, not one each.
+        let mut writer = self.writer.lock().await;
+        let batch: Vec<Pending> = {
+            let mut queue = lock(&self.queue);
+            if queue.iter().any(|p| p.id == id) {
+                std::mem::take(&mut *queue)
+            } else {
+                Vec::new()
+            }
+        };
+        if !batch.is_empty() {
+            self.flush(&mut writer, batch).await;
+        }
+        drop(writer);
+        match done.await {
+            Ok(Ok(a)) => Ok(a),
+            Ok(Err(Refusal::Fenced)) => Err(LogError::Fenced(self.epoch)),
+            Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
+            Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
+            Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
+            Err(_) => Err(LogError::Failed("append abandoned".into())),
+        }
+    }
+
+    pub(super) async fn flush(&self, w: &mut Writer, batch: Vec<Pending>) {
+        if let Some(why) = &w.failed {
+            for p in batch {
+                let _ = p.reply.send(Err(Refusal::Failed(why.clone())));
+            }
+            return;
+        }
+        let (mut batch, duplicates) = self.check_sequences(w, batch);
+        // Each request's buffer is stamped in place when this is its only
+        // reference (as it is for a request read off a socket), else copied.
+        let mut chunks = Vec::with_capacity(batch.len());
+        let mut placed = Vec::with_capacity(batch.len());
+        let mut next = w.next_offset;
+        for p in &mut batch {
+            let base = next;
+            let mut buf = match std::mem::take(&mut p.records).try_into_mut() {
+                Ok(unique) => unique,
+                Err(shared) => BytesMut::from(&shared[..]),
+            };
+            let mut at = 0;
+            for h in &p.headers {
+                batch::stamp(&mut buf[at..], next, self.epoch as i32);
+                at += h.size;
+                next += i64::from(h.last_offset_delta) + 1;
+            }
+            chunks.push(buf.freeze());
+            placed.push(Appended {
+                base_offset: base,
+                last_offset: next - 1,
+            });
+        }
+        let written: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        let outcome = async {
+            w.file.write_all_and_sync(w.position, chunks).await?;
+            self.fence.still_leader(self.epoch).await
+        }
+        .await;
+        let failure = match outcome {
+            Ok(true) => None,
+            Ok(false) => Some(format!("fenced: epoch {} superseded", self.epoch)),
+            Err(e) => Some(format!("flush of {} failed: {e}", self.dir.display())),
+        };
+        if let Some(why) = failure {
+            // Nothing of this cycle is acknowledged, and nothing after it:
+            // the file's tail is unknown now, and a successor seals it.
+            w.failed = Some(why.clone());
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let refusal = if why.starts_with("fenced") {
+                Refusal::Fenced
+            } else {
+                Refusal::Failed(why)
+            };
+            for p in batch
+                .into_iter()
+                .chain(duplicates.into_iter().map(|(p, _)| p))
+            {
+                let _ = p.reply.send(Err(refusal.clone()));
+            }
+            return;
+        }
+        let mut pos = w.position;
+        let mut offset = w.next_offset;
+        for p in &batch {
+            for h in &p.headers {
+                let mut stored = *h;
+                stored.base_offset = offset;
+                stored.leader_epoch = self.epoch as i32;
+                offset = stored.next_offset();
+                lock(&w.index).add(pos, &stored);
+                w.producers.observe(&stored);
+                w.max_timestamp = w.max_timestamp.max(stored.max_timestamp);
+                pos += h.size as u64;
+            }
+        }
+        debug_assert_eq!(pos - w.position, written);
+        w.since_checkpoint += pos - w.position;
+        w.position = pos;
+        w.next_offset = next;
+        {
+            let mut view = lock(&self.view);
+            view.high_watermark = next;
+            view.active_end = pos;
+            view.active_max_timestamp = w.max_timestamp;
+        }
+        for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
+            let _ = p.reply.send(Ok(a));
+        }
+        if let Err(e) = self.after_flush(w).await {
+            w.failed = Some(format!("roll or checkpoint failed: {e}"));
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Applies the idempotent producers' sequence rules to a cycle, in queue
+    /// order: batches this cycle already took count, so two in-flight
+    /// batches of one producer are checked against each other. Refused
+    /// requests are answered at once; duplicates are answered with their
+    /// original offsets once this cycle is confirmed (the original may be
+    /// in it).
+    pub(super) fn check_sequences(
+        &self,
+        w: &Writer,
+        batch: Vec<Pending>,
+    ) -> (Vec<Pending>, Vec<(Pending, Appended)>) {
+        let mut taken = ProducerState::default();
+        let mut next = w.next_offset;
+        let mut append = Vec::with_capacity(batch.len());
+        let mut duplicates = Vec::new();
+        for p in batch {
+            let mut trial = taken.clone();
+            let mut verdict = Sequence::Next;
+            let mut offset = next;
+            for h in &p.headers {
+                if h.producer_id >= 0 && !trial.producers.contains_key(&h.producer_id) {
+                    if let Some(e) = w.producers.producers.get(&h.producer_id) {
+                        trial.producers.insert(h.producer_id, e.clone());
+                    }
+                }
+                verdict = trial.check(h);
+                if verdict != Sequence::Next {
+                    break;
+                }
+                let mut stored = *h;
+                stored.base_offset = offset;
+                trial.observe(&stored);
+                offset = stored.next_offset();
+            }
+            match verdict {
+                Sequence::Next => {
+                    taken = trial;
+                    next = offset;
+                    append.push(p);
+                }
+                Sequence::Duplicate {
+                    base_offset,
+                    last_offset,
+                } if p.headers.len() == 1 => duplicates.push((
+                    p,
+                    Appended {
+                        base_offset,
+                        last_offset,
+                    },
+                )),
+                Sequence::StaleEpoch => {
+                    let _ = p.reply.send(Err(Refusal::StaleEpoch));
+                }
+                Sequence::Duplicate { .. } | Sequence::OutOfOrder => {
+                    let _ = p.reply.send(Err(Refusal::OutOfOrder));
+                }
+            }
+        }
+        (append, duplicates)
+    }
+
+    /// Rolls the segment or rewrites the checkpoint when due. Runs only
+    /// after a confirmed flush, so the manifest never names unacknowledged data.
+    pub(super) async fn after_flush(&self, w: &mut Writer) -> io::Result<()> {
+        if w.position >= self.cfg().segment_bytes {
+            return self.roll(w).await;
+        }
+        if w.since_checkpoint >= self.cfg().checkpoint_bytes {
+            self.write_checkpoint(w).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn write_checkpoint(&self, w: &mut Writer) -> io::Result<()> {
+        if let Some(last) = w.manifest.segments.last_mut() {
+            last.state = SegmentState::Active {
+                checkpoint_position: w.position,
+                checkpoint_next_offset: w.next_offset,
+                max_timestamp: w.max_timestamp,
+            };
+        }
+        w.manifest.producers = w.producers.clone();
+        w.manifest.write(self.vfs.as_ref(), &self.dir).await?;
+        w.since_checkpoint = 0;
+        Ok(())
+    }
+
+    pub(super) async fn roll(&self, w: &mut Writer) -> io::Result<()> {
+        let v = self.vfs.as_ref();
+        let sealed_meta = w.manifest.segments.last().cloned();
+        let Some(mut sealed) = sealed_meta else {
+            return Ok(());
+        };
+        sealed.state = SegmentState::Sealed {
+            end_position: w.position,
+            next_offset: w.next_offset,
+            max_timestamp: w.max_timestamp,
+        };
+        let (index, timeindex) = lock(&w.index).encode();
+        for (ext, data) in [("index", index), ("timeindex", timeindex)] {
+            let path = self
+                .dir
+                .join(segment_file(sealed.base_offset, sealed.epoch, ext));
+            // Indexes can be rebuilt from the log; a failure only costs a scan.
+            if let Err(e) = atomic_replace(v, &path, data).await {
+                tracing::warn!(index = %path.display(), error = %e, "segment index not written");
+            }
+        }
+        let next = SegmentMeta {
+            adopted_until: None,
+            base_offset: w.next_offset,
+            epoch: self.epoch,
+            state: SegmentState::Active {
+                checkpoint_position: 0,
+                checkpoint_next_offset: w.next_offset,
+                max_timestamp: -1,
+            },
+        };
+        let file = v
+            .open(&self.dir.join(next.file_name()), OpenOptions::create_new())
+            .await?;
+        let mut manifest = w.manifest.clone();
+        if let Some(last) = manifest.segments.last_mut() {
+            *last = sealed.clone();
+        }
+        manifest.segments.push(next.clone());
+        manifest.producers = w.producers.clone();
+        if let Err(e) = manifest.write(v, &self.dir).await {
+            let _ = file.close().await;
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut w.file, file);
+        let _ = old.close().await;
+        w.manifest = manifest;
+        // The sealed segment keeps its index in the view; the new one starts empty.
+        w.index = Arc::new(Mutex::new(SegmentIndex::new(
+            self.cfg().index_interval_bytes,
+        )));
+        w.position = 0;
+        w.max_timestamp = -1;
+        w.since_checkpoint = 0;
+        let mut view = lock(&self.view);
+        view.indexes
+            .insert((next.base_offset, next.epoch), w.index.clone());
+        view.segments = w.manifest.segments.clone();
+        view.active_end = 0;
+        view.active_max_timestamp = -1;
+        Ok(())
+    }
+}

@@ -1,0 +1,349 @@
+//! A partition's log, as its leader for one epoch sees it.
+//!
+//! Takeover order (each step visible before the next starts):
+//! 1. claim `epoch-<E>`: the takeover is now visible, and the previous
+//!    leader is fenced at its next confirmation;
+//! 2. walk down from `E-1` to the newest epoch that wrote a manifest, giving
+//!    every epoch on the way a claim file (so its leader is fenced too);
+//! 3. scan that manifest's active segment from its checkpoint to the last
+//!    valid batch (a torn tail or a zombie's late bytes after it are cut
+//!    off, and a line says so), and seal it at the checkpoint;
+//! 4. create this epoch's own segment, copy the scanned tail into it and
+//!    fsync it (the tail may have reached the server without ever being
+//!    committed, and a server restart would drop it), then write
+//!    `manifest-<E>` naming it;
+//! 5. producer state = checkpoint + the batches of the adopted tail.
+//!
+//! Appends share one write and one fsync per flush cycle, and are
+//! acknowledged only once a leadership check made after that fsync says this
+//! epoch is still current.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use vfs::durable::{ClaimToken, atomic_replace};
+use vfs::{OpenOptions, Vfs, VfsFile};
+
+use super::batch::{self, BatchError};
+use super::epochs;
+use super::fence::{self, LeadershipFence};
+use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
+use super::producers::{ProducerState, Sequence};
+use super::scan::{SegmentIndex, first_batch_reaching, scan};
+
+mod append;
+mod read;
+mod retention;
+mod takeover;
+mod timestamps;
+
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Roll to a new segment once the active one reaches this size.
+    pub segment_bytes: u64,
+    /// One sparse index entry per this many bytes of log.
+    pub index_interval_bytes: u64,
+    /// Rewrite the manifest's checkpoint after this many appended bytes, so
+    /// a takeover never scans more than this (plus one flush cycle).
+    pub checkpoint_bytes: u64,
+    /// Delete sealed segments whose newest record is older than this.
+    pub retention_ms: Option<i64>,
+    /// Delete the oldest sealed segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 256 << 20,
+            index_interval_bytes: 4096,
+            checkpoint_bytes: 16 << 20,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("invalid record batch: {0}")]
+    Corrupt(#[from] BatchError),
+    #[error("not the leader any more: epoch {0} was superseded")]
+    Fenced(u32),
+    #[error("offset {offset} is out of range [{start}, {end}]")]
+    OutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("the log stopped after a storage error: {0}")]
+    Failed(String),
+    #[error("storage: {0}")]
+    Io(#[from] io::Error),
+    #[error("the producer's sequence number is out of order")]
+    OutOfOrderSequence,
+    #[error("the producer's epoch is older than one this partition has seen")]
+    InvalidProducerEpoch,
+}
+
+/// Offsets an append received: the first and last offset of each batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+/// A record found by its timestamp, with the leader epoch of its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+}
+
+/// Batches read from the log, whole.
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+struct Pending {
+    id: u64,
+    records: Bytes,
+    headers: Vec<batch::BatchHeader>,
+    reply: tokio::sync::oneshot::Sender<Result<Appended, Refusal>>,
+}
+
+/// Why a queued append was not acknowledged.
+#[derive(Clone, Debug)]
+enum Refusal {
+    Fenced,
+    Failed(String),
+    OutOfOrder,
+    StaleEpoch,
+}
+
+/// What the flusher owns: the active segment and the log's durable end.
+struct Writer {
+    file: Box<dyn VfsFile>,
+    position: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+    /// Shared with the view, so readers of the active segment see entries
+    /// as they are added without copying the index.
+    index: SharedIndex,
+    since_checkpoint: u64,
+    producers: ProducerState,
+    manifest: Manifest,
+    failed: Option<String>,
+}
+
+/// What readers need, updated after each acknowledged flush.
+struct View {
+    segments: Vec<SegmentMeta>,
+    indexes: BTreeMap<(i64, u32), SharedIndex>,
+    log_start_offset: i64,
+    high_watermark: i64,
+    /// Durable, acknowledged end of the active segment.
+    active_end: u64,
+    /// Largest batch max timestamp in the active segment up to `active_end`.
+    active_max_timestamp: i64,
+    handles: BTreeMap<(i64, u32), Arc<dyn VfsFile>>,
+    /// Files whose deletion failed; re-driven by the next retention pass.
+    pending_deletes: Vec<PathBuf>,
+}
+
+pub struct PartitionLog {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    epoch: u32,
+    config: Mutex<LogConfig>,
+    fence: Arc<dyn LeadershipFence>,
+    queue: Mutex<Vec<Pending>>,
+    next_id: std::sync::atomic::AtomicU64,
+    /// Set once the log stopped (fenced or failed): it acknowledges nothing
+    /// more in this epoch.
+    stopped: std::sync::atomic::AtomicBool,
+    writer: tokio::sync::Mutex<Writer>,
+    view: Mutex<View>,
+}
+
+type SharedIndex = Arc<Mutex<SegmentIndex>>;
+
+/// The segment a new leader appends to, as its takeover left it.
+struct ActiveSegment {
+    file: Box<dyn VfsFile>,
+    /// (base offset, epoch) of the segment, as the view keys it.
+    key: (i64, u32),
+    index: SegmentIndex,
+    position: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The offset after a segment's last record, as its manifest entry says.
+#[cfg(madsim)]
+fn manifest_next(seg: &SegmentMeta) -> i64 {
+    match seg.state {
+        SegmentState::Sealed { next_offset, .. } => next_offset,
+        SegmentState::Active {
+            checkpoint_next_offset,
+            ..
+        } => checkpoint_next_offset,
+    }
+}
+
+impl PartitionLog {
+    /// The log of a takeover, from what it found and the segment it writes.
+    fn assemble(
+        (vfs, dir, epoch, fence, config): (
+            Arc<dyn Vfs>,
+            PathBuf,
+            u32,
+            Arc<dyn LeadershipFence>,
+            LogConfig,
+        ),
+        manifest: Manifest,
+        producers: ProducerState,
+        active: ActiveSegment,
+    ) -> Self {
+        let index: SharedIndex = Arc::new(Mutex::new(active.index));
+        Self {
+            view: Mutex::new(View {
+                segments: manifest.segments.clone(),
+                indexes: BTreeMap::from([(active.key, index.clone())]),
+                log_start_offset: manifest.log_start_offset,
+                high_watermark: active.next_offset,
+                active_end: active.position,
+                active_max_timestamp: active.max_timestamp,
+                handles: BTreeMap::new(),
+                pending_deletes: Vec::new(),
+            }),
+            writer: tokio::sync::Mutex::new(Writer {
+                file: active.file,
+                position: active.position,
+                next_offset: active.next_offset,
+                max_timestamp: active.max_timestamp,
+                index,
+                since_checkpoint: 0,
+                producers,
+                manifest,
+                failed: None,
+            }),
+            queue: Mutex::new(Vec::new()),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            vfs,
+            dir,
+            epoch,
+            config: Mutex::new(config),
+            fence,
+        }
+    }
+
+    fn cfg(&self) -> LogConfig {
+        lock(&self.config).clone()
+    }
+
+    /// Applies a topic's current size and retention settings (they take
+    /// effect at the next roll and the next retention pass).
+    pub fn set_limits(
+        &self,
+        segment_bytes: u64,
+        retention_ms: Option<i64>,
+        retention_bytes: Option<u64>,
+    ) {
+        let mut c = lock(&self.config);
+        c.segment_bytes = segment_bytes;
+        c.retention_ms = retention_ms;
+        c.retention_bytes = retention_bytes;
+    }
+
+    /// Whether the log stopped in this epoch (fenced, or a flush failed and
+    /// the file's tail is unknown); a new epoch is needed to go on.
+    pub fn has_stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        lock(&self.view).high_watermark
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        lock(&self.view).log_start_offset
+    }
+
+    /// Producer state as of the last acknowledged append.
+    pub async fn producers(&self) -> ProducerState {
+        self.writer.lock().await.producers.clone()
+    }
+
+    /// Closes every handle this log holds (on step-down or shutdown).
+    pub async fn close(self) -> io::Result<()> {
+        let handles: Vec<_> = std::mem::take(&mut lock(&self.view).handles)
+            .into_values()
+            .collect();
+        drop(handles);
+        let w = self.writer.into_inner();
+        w.file.close().await
+    }
+}
+
+/// Collects whole batches from `from` (a batch boundary at or before the
+/// one holding `offset`) up to `limit`, at most `max_bytes` unless the
+/// first batch alone is larger.
+async fn collect(
+    file: &dyn VfsFile,
+    mut pos: u64,
+    limit: u64,
+    offset: i64,
+    max_bytes: usize,
+) -> io::Result<Bytes> {
+    let mut out = BytesMut::new();
+    while pos + batch::LOG_OVERHEAD as u64 <= limit {
+        let head = file.read_at(pos, batch::HEADER_LEN).await?;
+        let (Some(size), Some(base)) = (
+            batch::peek_size(&head),
+            head.get(0..8)
+                .map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default())),
+        ) else {
+            break;
+        };
+        let last_delta = head
+            .get(23..27)
+            .map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
+        if pos + size as u64 > limit {
+            break;
+        }
+        if base + i64::from(last_delta) < offset {
+            pos += size as u64;
+            continue;
+        }
+        if !out.is_empty() && out.len() + size > max_bytes {
+            break;
+        }
+        let data = file.read_at(pos, size).await?;
+        if data.len() < size {
+            break;
+        }
+        out.extend_from_slice(&data);
+        pos += size as u64;
+        if out.len() >= max_bytes {
+            break;
+        }
+    }
+    Ok(out.freeze())
+}

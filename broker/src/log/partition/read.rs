@@ -1,0 +1,129 @@
+//! Reads: whole batches from the segment holding an offset, through the
+//! sparse offset index.
+
+use super::*;
+
+impl PartitionLog {
+    /// Reads whole batches starting with the one that holds `offset`, up to
+    /// `max_bytes` (at least one batch), never past a sealed end or the
+    /// high watermark.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, LogError> {
+        let (segments, start, hw, active_end) = {
+            let v = lock(&self.view);
+            (
+                v.segments.clone(),
+                v.log_start_offset,
+                v.high_watermark,
+                v.active_end,
+            )
+        };
+        let result = |records| ReadResult {
+            records,
+            high_watermark: hw,
+            log_start_offset: start,
+        };
+        if offset < start || offset > hw {
+            return Err(LogError::OutOfRange {
+                offset,
+                start,
+                end: hw,
+            });
+        }
+        if offset == hw {
+            return Ok(result(Bytes::new()));
+        }
+        let idx = segments.partition_point(|s| s.base_offset <= offset);
+        for seg in segments.iter().skip(idx.saturating_sub(1)) {
+            let (limit, seg_next) = match seg.state {
+                SegmentState::Sealed {
+                    end_position,
+                    next_offset,
+                    ..
+                } => (end_position, next_offset),
+                SegmentState::Active { .. } => (active_end, hw),
+            };
+            if seg_next <= offset {
+                continue;
+            }
+            let file = self.handle(seg).await?;
+            let index = self.index_of(seg, file.as_ref(), limit).await?;
+            let from = lock(&index).position_for(offset);
+            let mut out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+            if out.is_empty() {
+                // The records are there (below the segment's end), so this
+                // host's view through a long-lived handle is stale (NFS
+                // serves reads from cached pages up to a cached size). A
+                // fresh open revalidates (close-to-open).
+                lock(&self.view)
+                    .handles
+                    .remove(&(seg.base_offset, seg.epoch));
+                let file = self.handle(seg).await?;
+                out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+                if out.is_empty() {
+                    return Err(LogError::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "{}: no batch at offset {offset} (position {from}) below its end {limit}",
+                            seg.file_name()
+                        ),
+                    )));
+                }
+            }
+            return Ok(result(out));
+        }
+        Ok(result(Bytes::new()))
+    }
+
+    pub(super) async fn handle(&self, seg: &SegmentMeta) -> io::Result<Arc<dyn VfsFile>> {
+        let key = (seg.base_offset, seg.epoch);
+        if let Some(h) = lock(&self.view).handles.get(&key) {
+            return Ok(h.clone());
+        }
+        // A fresh open: this host sees everything closed or fsynced before.
+        let file: Arc<dyn VfsFile> = Arc::from(
+            self.vfs
+                .open(&self.dir.join(seg.file_name()), OpenOptions::read())
+                .await?,
+        );
+        lock(&self.view).handles.insert(key, file.clone());
+        Ok(file)
+    }
+
+    /// The segment's sparse index: in memory, else from its index files,
+    /// else rebuilt by scanning the segment.
+    pub(super) async fn index_of(
+        &self,
+        seg: &SegmentMeta,
+        file: &dyn VfsFile,
+        limit: u64,
+    ) -> io::Result<SharedIndex> {
+        let key = (seg.base_offset, seg.epoch);
+        if let Some(i) = lock(&self.view).indexes.get(&key) {
+            return Ok(i.clone());
+        }
+        let interval = self.cfg().index_interval_bytes;
+        let read = |ext: &str| {
+            let path = self.dir.join(segment_file(seg.base_offset, seg.epoch, ext));
+            let vfs = self.vfs.clone();
+            async move { vfs::read_file(vfs.as_ref(), &path).await }
+        };
+        let index = match (read("index").await, read("timeindex").await) {
+            (Ok(a), Ok(b)) => SegmentIndex::decode(&a, &b, interval).ok(),
+            _ => None,
+        };
+        let index = match index {
+            Some(i) => i,
+            None => {
+                let walk = scan(file, 0, seg.base_offset, Some(limit)).await?;
+                let mut i = SegmentIndex::new(interval);
+                for (pos, h) in &walk.batches {
+                    i.add(*pos, h);
+                }
+                i
+            }
+        };
+        let shared = Arc::new(Mutex::new(index));
+        lock(&self.view).indexes.insert(key, shared.clone());
+        Ok(shared)
+    }
+}

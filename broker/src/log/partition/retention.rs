@@ -1,0 +1,125 @@
+//! Retention by time and size, and DeleteRecords: the manifest moves the
+//! log start first, then the old segments' files are unlinked, re-driven on
+//! the next pass when an unlink fails.
+
+use super::*;
+
+impl PartitionLog {
+    /// Deletes sealed segments past retention: manifest first, then own
+    /// handles, then the files; a failed unlink is retried by the next call.
+    /// Returns how many segments left the log.
+    pub async fn enforce_retention(&self, now_ms: i64) -> Result<usize, LogError> {
+        let mut w = self.writer.lock().await;
+        if let Some(why) = &w.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
+        let mut doomed = Vec::new();
+        let sealed: Vec<(SegmentMeta, u64, i64, i64)> = w
+            .manifest
+            .segments
+            .iter()
+            .filter_map(|s| match s.state {
+                SegmentState::Sealed {
+                    end_position,
+                    next_offset,
+                    max_timestamp,
+                } => Some((s.clone(), end_position, next_offset, max_timestamp)),
+                SegmentState::Active { .. } => None,
+            })
+            .collect();
+        let mut total: u64 = sealed.iter().map(|s| s.1).sum::<u64>() + w.position;
+        let start = w.manifest.log_start_offset;
+        for (seg, size, next, max_ts) in &sealed {
+            // Entirely below the log start offset (DeleteRecords).
+            let deleted = *next <= start;
+            let too_old = self
+                .cfg()
+                .retention_ms
+                .is_some_and(|ms| *max_ts >= 0 && *max_ts < now_ms - ms);
+            let too_big = self
+                .cfg()
+                .retention_bytes
+                .is_some_and(|limit| total > limit);
+            if !(deleted || too_old || too_big) {
+                break;
+            }
+            total -= size;
+            doomed.push(seg.clone());
+        }
+        if !doomed.is_empty() {
+            let mut manifest = w.manifest.clone();
+            manifest.segments.drain(..doomed.len());
+            manifest.log_start_offset = manifest
+                .segments
+                .first()
+                .map_or(w.next_offset, |s| s.base_offset)
+                .max(start);
+            if let Err(e) = manifest.write(self.vfs.as_ref(), &self.dir).await {
+                return Err(e.into());
+            }
+            w.manifest = manifest;
+        }
+        let mut to_unlink = {
+            let mut view = lock(&self.view);
+            view.segments = w.manifest.segments.clone();
+            view.log_start_offset = w.manifest.log_start_offset;
+            for seg in &doomed {
+                view.handles.remove(&(seg.base_offset, seg.epoch));
+                view.indexes.remove(&(seg.base_offset, seg.epoch));
+            }
+            std::mem::take(&mut view.pending_deletes)
+        };
+        drop(w);
+        for seg in &doomed {
+            for ext in ["log", "index", "timeindex"] {
+                to_unlink.push(self.dir.join(segment_file(seg.base_offset, seg.epoch, ext)));
+            }
+        }
+        let mut failed = Vec::new();
+        for path in to_unlink {
+            match self.vfs.unlink(&path).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::info!(file = %path.display(), error = %e, "unlink failed; retrying at the next retention pass");
+                    failed.push(path);
+                }
+            }
+        }
+        lock(&self.view).pending_deletes.extend(failed);
+        Ok(doomed.len())
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (`-1`: the
+    /// high watermark). The manifest changes first; whole segments below it
+    /// go at the next retention pass. Returns the new log start offset.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, LogError> {
+        let mut w = self.writer.lock().await;
+        if let Some(why) = &w.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
+        let hw = w.next_offset;
+        let target = if offset == -1 { hw } else { offset };
+        let start = w.manifest.log_start_offset;
+        if target < 0 || target > hw {
+            return Err(LogError::OutOfRange {
+                offset,
+                start,
+                end: hw,
+            });
+        }
+        if target > start {
+            let mut manifest = w.manifest.clone();
+            manifest.log_start_offset = target;
+            manifest.write(self.vfs.as_ref(), &self.dir).await?;
+            w.manifest = manifest;
+            lock(&self.view).log_start_offset = target;
+        }
+        Ok(target.max(start))
+    }
+
+    /// Files still waiting for their unlink to succeed.
+    pub fn pending_deletes(&self) -> usize {
+        lock(&self.view).pending_deletes.len()
+    }
+}

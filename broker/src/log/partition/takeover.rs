@@ -1,0 +1,386 @@
+//! Taking over a partition as the leader of a new epoch (the order is in
+//! the parent module's docs), and the historical takeovers the simulator
+//! can switch back on.
+
+use super::*;
+
+impl PartitionLog {
+    /// Takes over the partition in `dir` as leader of `epoch` (see the
+    /// module docs for the order). Creates nothing but this epoch's claim,
+    /// fence claims of skipped epochs, this epoch's segment and manifest.
+    pub async fn open_as_leader(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        expected: (&str, u32),
+        epoch: u32,
+        token: &ClaimToken,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+    ) -> Result<Self, LogError> {
+        let v = vfs.as_ref();
+        if epoch == 0 {
+            return Err(
+                io::Error::new(io::ErrorKind::InvalidInput, "leader epochs start at 1").into(),
+            );
+        }
+        #[cfg(madsim)]
+        let resurrect = Self::historical_make_dirs(v, &dir).await?;
+        let previous = claim_and_find_previous(v, &dir, epoch, token).await?;
+        #[cfg(madsim)]
+        let previous = Self::historical_empty_log(resurrect, previous, v, &dir, expected).await?;
+        let mut manifest = ours(previous, &dir, expected)?;
+        let mut producers = manifest.producers.clone();
+        let adopted = adopt_tail(v, &dir, &mut manifest, &mut producers).await?;
+        #[cfg(madsim)]
+        if let Some(at) = adopted
+            .checkpoint
+            .filter(|_| crate::historical::on("zombie-append"))
+        {
+            return Self::append_to_previous_segment(
+                vfs,
+                dir,
+                epoch,
+                fence,
+                config,
+                manifest,
+                producers,
+                adopted.batches,
+                at,
+                adopted.bytes.len() as u64,
+                adopted.max_timestamp,
+            )
+            .await;
+        }
+        manifest.producers = producers.clone();
+        let active = write_own_segment(v, &dir, epoch, &mut manifest, adopted, &config).await?;
+        let log = Self::assemble(
+            (vfs, dir, epoch, fence, config),
+            manifest,
+            producers,
+            active,
+        );
+        log.sweep_orphans().await;
+        Ok(log)
+    }
+
+    /// Scenario `resurrected-partition`, before the claim: with the bug on,
+    /// "mkdir -p" the partition's directory. Returns whether it is on.
+    #[cfg(madsim)]
+    async fn historical_make_dirs(v: &dyn Vfs, dir: &Path) -> io::Result<bool> {
+        let on = crate::historical::on("resurrected-partition");
+        if on {
+            Self::make_dirs(v, dir).await?;
+        }
+        Ok(on)
+    }
+
+    /// Scenario `resurrected-partition`, after the walk down: with the bug
+    /// on, a partition without a manifest gets an empty log.
+    #[cfg(madsim)]
+    async fn historical_empty_log(
+        on: bool,
+        previous: Option<Manifest>,
+        v: &dyn Vfs,
+        dir: &Path,
+        expected: (&str, u32),
+    ) -> io::Result<Option<Manifest>> {
+        if on && previous.is_none() {
+            let m = Manifest::initial(expected.0, expected.1);
+            m.write(v, dir).await?;
+            return Ok(Some(m));
+        }
+        Ok(previous)
+    }
+
+    /// The historical open (scenario `resurrected-partition`): "mkdir -p"
+    /// the partition's directory, then open or create its files. A leader
+    /// that took over a partition of a topic deleted meanwhile made the
+    /// deleted topic's directory again, with an empty log in it.
+    #[cfg(madsim)]
+    pub(super) async fn make_dirs(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
+        let mut at = PathBuf::new();
+        for part in dir.components() {
+            at.push(part);
+            match vfs.mkdir(&at).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The historical takeover (scenario `zombie-append`): the new leader
+    /// goes on appending to the previous epoch's segment, at the end its
+    /// own scan saw, instead of a segment of its own. A paused predecessor
+    /// that wakes up and flushes writes into the same file at the same
+    /// positions.
+    #[cfg(madsim)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn append_to_previous_segment(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        epoch: u32,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+        mut manifest: Manifest,
+        producers: ProducerState,
+        tail: Vec<(u64, batch::BatchHeader)>,
+        checkpoint: u64,
+        tail_len: u64,
+        max_timestamp: i64,
+    ) -> Result<Self, LogError> {
+        let Some(last) = manifest.segments.last_mut() else {
+            return Err(io::Error::other("no segment to append to").into());
+        };
+        let position = checkpoint + tail_len;
+        let next_offset = tail
+            .last()
+            .map_or(manifest_next(last), |(_, h)| h.next_offset());
+        last.state = SegmentState::Active {
+            checkpoint_position: position,
+            checkpoint_next_offset: next_offset,
+            max_timestamp,
+        };
+        let key = (last.base_offset, last.epoch);
+        let file = vfs
+            .open(&dir.join(last.file_name()), OpenOptions::write())
+            .await?;
+        manifest.epoch = epoch;
+        manifest.producers = producers.clone();
+        manifest.write(vfs.as_ref(), &dir).await?;
+        let mut index = SegmentIndex::new(config.index_interval_bytes);
+        for (pos, h) in &tail {
+            index.add(checkpoint + pos, h);
+        }
+        Ok(Self::assemble(
+            (vfs, dir, epoch, fence, config),
+            manifest,
+            producers,
+            ActiveSegment {
+                file,
+                key,
+                index,
+                position,
+                next_offset,
+                max_timestamp,
+            },
+        ))
+    }
+
+    /// Removes segment files of older epochs that the manifest does not
+    /// name: deleted by retention before a crash, or written by a fenced
+    /// leader after its epoch ended. Failures are queued for retention.
+    pub(super) async fn sweep_orphans(&self) {
+        let listed: Vec<(i64, u32)> = lock(&self.view)
+            .segments
+            .iter()
+            .map(|s| (s.base_offset, s.epoch))
+            .collect();
+        let Ok(entries) = self.vfs.read_dir(&self.dir).await else {
+            return;
+        };
+        let mut orphans = Vec::new();
+        for e in entries {
+            if let Some((base, epoch, _)) = parse_segment_file(&e.name) {
+                if epoch < self.epoch && !listed.contains(&(base, epoch)) {
+                    orphans.push(self.dir.join(&e.name));
+                }
+            }
+        }
+        lock(&self.view).pending_deletes.extend(orphans);
+    }
+}
+
+/// Steps 1 and 2: claims `epoch` (the takeover is visible from here on),
+/// then walks down to the newest epoch that wrote a manifest, fencing every
+/// epoch on the way.
+async fn claim_and_find_previous(
+    v: &dyn Vfs,
+    dir: &Path,
+    epoch: u32,
+    token: &ClaimToken,
+) -> Result<Option<Manifest>, LogError> {
+    fence::claim_epoch(v, dir, epoch, token).await?;
+    for q in (0..epoch).rev() {
+        if q > 0 {
+            fence::fence_epoch(v, dir, q, token).await?;
+        }
+        if let Some(m) = Manifest::read(v, dir, q).await? {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
+/// The previous manifest, if it is one of the expected partition's: a
+/// missing or foreign partition is an error, never a new empty log.
+fn ours(
+    previous: Option<Manifest>,
+    dir: &Path,
+    expected: (&str, u32),
+) -> Result<Manifest, LogError> {
+    let manifest = previous.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} holds no manifest: not a kaas partition", dir.display()),
+        )
+    })?;
+    if (manifest.topic_id.as_str(), manifest.partition) != expected {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} belongs to topic {} partition {}, expected {} partition {}",
+                dir.display(),
+                manifest.topic_id,
+                manifest.partition,
+                expected.0,
+                expected.1
+            ),
+        )
+        .into());
+    }
+    Ok(manifest)
+}
+
+/// The previous leader's tail, copied into this epoch's segment.
+struct Adopted {
+    bytes: Bytes,
+    /// `(position in the copy, header)` of each adopted batch.
+    batches: Vec<(u64, batch::BatchHeader)>,
+    max_timestamp: i64,
+    /// Where the previous segment was sealed, if it was active.
+    checkpoint: Option<u64>,
+}
+
+/// Step 3: scans the previous manifest's active segment from its
+/// checkpoint to the last valid batch, seals it at the checkpoint (in
+/// `manifest`, written later) and returns the tail to adopt; producer
+/// state learns the tail's batches.
+async fn adopt_tail(
+    v: &dyn Vfs,
+    dir: &Path,
+    manifest: &mut Manifest,
+    producers: &mut ProducerState,
+) -> Result<Adopted, LogError> {
+    // The previous leader's bytes past its checkpoint may never have
+    // been committed at the NFS server (written, seen by this host,
+    // then dropped by a server restart), so they are not sealed in
+    // place: the valid ones are copied into this epoch's segment and
+    // made durable here, and the old segment is sealed at the
+    // checkpoint, which only ever names committed data.
+    let mut adopted = Adopted {
+        bytes: Bytes::new(),
+        batches: Vec::new(),
+        max_timestamp: -1,
+        checkpoint: None,
+    };
+    if let Some(last) = manifest.segments.last_mut() {
+        if let SegmentState::Active {
+            checkpoint_position,
+            checkpoint_next_offset,
+            max_timestamp,
+        } = last.state
+        {
+            let path = dir.join(last.file_name());
+            let file = v.open(&path, OpenOptions::read()).await?;
+            let tail = async {
+                let tail = scan(
+                    file.as_ref(),
+                    checkpoint_position,
+                    checkpoint_next_offset,
+                    None,
+                )
+                .await?;
+                let len = (tail.end_position - checkpoint_position) as usize;
+                let bytes = if len > 0 {
+                    file.read_at(checkpoint_position, len).await?
+                } else {
+                    Bytes::new()
+                };
+                Ok::<_, io::Error>((tail, bytes))
+            }
+            .await;
+            let _ = file.close().await;
+            let (tail, bytes) = tail?;
+            if bytes.len() as u64 != tail.end_position - checkpoint_position {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{}: the tail shrank while it was copied", path.display()),
+                )
+                .into());
+            }
+            if let Some(why) = &tail.cut {
+                tracing::warn!(
+                    segment = %path.display(),
+                    cut_at = tail.end_position,
+                    ignored_bytes = tail.file_len - tail.end_position,
+                    "adopting the tail up to the last valid batch: {why}"
+                );
+            }
+            for (pos, h) in &tail.batches {
+                producers.observe(h);
+                adopted.batches.push((pos - checkpoint_position, *h));
+            }
+            adopted.bytes = bytes;
+            adopted.max_timestamp = tail.max_timestamp;
+            adopted.checkpoint = Some(checkpoint_position);
+            last.state = SegmentState::Sealed {
+                end_position: checkpoint_position,
+                next_offset: checkpoint_next_offset,
+                max_timestamp,
+            };
+        }
+    }
+    Ok(adopted)
+}
+
+/// Step 4: this epoch's own segment, holding a durable copy of the adopted
+/// tail, then `manifest-<epoch>` naming it (the previous segment sealed at
+/// its checkpoint by [`adopt_tail`]).
+async fn write_own_segment(
+    v: &dyn Vfs,
+    dir: &Path,
+    epoch: u32,
+    manifest: &mut Manifest,
+    adopted: Adopted,
+    config: &LogConfig,
+) -> Result<ActiveSegment, LogError> {
+    let base_offset = manifest.next_offset();
+    let next_offset = adopted
+        .batches
+        .last()
+        .map_or(base_offset, |(_, h)| h.next_offset());
+    let position = adopted.bytes.len() as u64;
+    let own = SegmentMeta {
+        base_offset,
+        epoch,
+        state: SegmentState::Active {
+            checkpoint_position: position,
+            checkpoint_next_offset: next_offset,
+            max_timestamp: adopted.max_timestamp,
+        },
+        adopted_until: (next_offset > base_offset).then_some(next_offset),
+    };
+    let file = v
+        .open(&dir.join(own.file_name()), OpenOptions::create_new())
+        .await?;
+    if !adopted.bytes.is_empty() {
+        file.write_all_and_sync(0, vec![adopted.bytes]).await?;
+    }
+    manifest.epoch = epoch;
+    manifest.segments.push(own);
+    manifest.write(v, dir).await?;
+    let mut index = SegmentIndex::new(config.index_interval_bytes);
+    for (pos, h) in &adopted.batches {
+        index.add(*pos, h);
+    }
+    Ok(ActiveSegment {
+        file,
+        key: (base_offset, epoch),
+        index,
+        position,
+        next_offset,
+        max_timestamp: adopted.max_timestamp,
+    })
+}
