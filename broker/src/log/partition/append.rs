@@ -58,29 +58,7 @@ impl PartitionLog {
             return;
         }
         let (mut batch, duplicates) = self.check_sequences(w, batch);
-        // Each request's buffer is stamped in place when this is its only
-        // reference (as it is for a request read off a socket), else copied.
-        let mut chunks = Vec::with_capacity(batch.len());
-        let mut placed = Vec::with_capacity(batch.len());
-        let mut next = w.next_offset;
-        for p in &mut batch {
-            let base = next;
-            let mut buf = match std::mem::take(&mut p.records).try_into_mut() {
-                Ok(unique) => unique,
-                Err(shared) => BytesMut::from(&shared[..]),
-            };
-            let mut at = 0;
-            for h in &p.headers {
-                batch::stamp(&mut buf[at..], next, self.epoch as i32);
-                at += h.size;
-                next += i64::from(h.last_offset_delta) + 1;
-            }
-            chunks.push(buf.freeze());
-            placed.push(Appended {
-                base_offset: base,
-                last_offset: next - 1,
-            });
-        }
+        let (chunks, placed, next) = self.stamp(w.next_offset, &mut batch);
         let written: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let outcome = async {
             w.file.write_all_and_sync(w.position, chunks).await?;
@@ -111,9 +89,52 @@ impl PartitionLog {
             }
             return;
         }
+        self.advance(w, &batch, written, next);
+        for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
+            let _ = p.reply.send(Ok(a));
+        }
+        if let Err(e) = self.after_flush(w).await {
+            w.failed = Some(format!("roll or checkpoint failed: {e}"));
+            self.stopped
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Gives each batch of the cycle its offsets and this epoch, in place
+    /// when the request's buffer has no other reference (as for one read
+    /// off a socket), else in a copy. Returns the chunks to write, each
+    /// request's offsets and the next offset after the cycle.
+    fn stamp(&self, first: i64, batch: &mut [Pending]) -> (Vec<Bytes>, Vec<Appended>, i64) {
+        let mut chunks = Vec::with_capacity(batch.len());
+        let mut placed = Vec::with_capacity(batch.len());
+        let mut next = first;
+        for p in batch {
+            let base = next;
+            let mut buf = match std::mem::take(&mut p.records).try_into_mut() {
+                Ok(unique) => unique,
+                Err(shared) => BytesMut::from(&shared[..]),
+            };
+            let mut at = 0;
+            for h in &p.headers {
+                batch::stamp(&mut buf[at..], next, self.epoch as i32);
+                at += h.size;
+                next += i64::from(h.last_offset_delta) + 1;
+            }
+            chunks.push(buf.freeze());
+            placed.push(Appended {
+                base_offset: base,
+                last_offset: next - 1,
+            });
+        }
+        (chunks, placed, next)
+    }
+
+    /// After a confirmed cycle: the index, producer state, positions and
+    /// the readers' view move past it (readers see it only from here on).
+    fn advance(&self, w: &mut Writer, batch: &[Pending], written: u64, next: i64) {
         let mut pos = w.position;
         let mut offset = w.next_offset;
-        for p in &batch {
+        for p in batch {
             for h in &p.headers {
                 let mut stored = *h;
                 stored.base_offset = offset;
@@ -129,20 +150,10 @@ impl PartitionLog {
         w.since_checkpoint += pos - w.position;
         w.position = pos;
         w.next_offset = next;
-        {
-            let mut view = lock(&self.view);
-            view.high_watermark = next;
-            view.active_end = pos;
-            view.active_max_timestamp = w.max_timestamp;
-        }
-        for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
-            let _ = p.reply.send(Ok(a));
-        }
-        if let Err(e) = self.after_flush(w).await {
-            w.failed = Some(format!("roll or checkpoint failed: {e}"));
-            self.stopped
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        let mut view = lock(&self.view);
+        view.high_watermark = next;
+        view.active_end = pos;
+        view.active_max_timestamp = w.max_timestamp;
     }
 
     /// Applies the idempotent producers' sequence rules to a cycle, in queue
