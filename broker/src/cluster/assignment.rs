@@ -116,7 +116,7 @@ pub fn path(controller_epoch: u32) -> PathBuf {
 pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
     #[cfg(madsim)]
     if crate::historical::on("torn-assignment") {
-        return super::torn_assignment::write(vfs, a).await;
+        return crate::historical::torn_assignment::write(vfs, a).await;
     }
     crate::stored::write_json(vfs, &path(a.controller_epoch), KIND, a).await
 }
@@ -157,7 +157,7 @@ impl AssignmentReader {
     pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<Option<&Assignment>> {
         #[cfg(madsim)]
         if crate::historical::on("torn-assignment") {
-            if let Some(a) = super::torn_assignment::read(vfs).await? {
+            if let Some(a) = crate::historical::torn_assignment::read(vfs).await? {
                 self.latest = Some(a);
             }
             return Ok(self.latest.as_ref());

@@ -12,5 +12,3 @@ pub mod controller;
 pub mod election;
 pub mod identity;
 pub mod placement;
-#[cfg(madsim)]
-mod torn_assignment;

@@ -126,7 +126,7 @@ impl StagingSweep {
     ) -> io::Result<Swept> {
         #[cfg(madsim)]
         if crate::historical::on("staging-sweep") {
-            return remove_every_staging_in_place(vfs, dir).await;
+            return crate::historical::staging_sweep::remove_every_staging_in_place(vfs, dir).await;
         }
         let now = Instant::now();
         let mut listed = BTreeSet::new();
@@ -176,24 +176,6 @@ pub async fn take(vfs: &dyn Vfs, dir: &Path, name: &str) -> io::Result<()> {
         tracing::debug!(tombstone = %tombstone.display(), error = %e, "left for the reaper");
     }
     Ok(())
-}
-
-/// The historical sweep (scenario `staging-sweep`): every staging
-/// directory taken for abandoned, on the belief that topics are created one
-/// at a time and never during a sweep, and removed in place, file by file,
-/// under a creator that may be writing it.
-#[cfg(madsim)]
-async fn remove_every_staging_in_place(vfs: &dyn Vfs, dir: &Path) -> io::Result<Swept> {
-    let mut swept = Swept::default();
-    for entry in vfs.read_dir(dir).await? {
-        if entry.name.starts_with(STAGING_PREFIX) {
-            if let Err(e) = converge_remove(vfs, &dir.join(&entry.name)).await {
-                tracing::debug!(entry = %entry.name, error = %e, "reaping; retrying next tick");
-            }
-            swept.taken.push(entry.name);
-        }
-    }
-    Ok(swept)
 }
 
 #[cfg(test)]

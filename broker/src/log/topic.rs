@@ -333,7 +333,7 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
 pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     #[cfg(madsim)]
     if crate::historical::on("stuck-topic-delete") {
-        return delete_in_place_once(vfs, meta).await;
+        return crate::historical::stuck_topic_delete::delete_in_place_once(vfs, meta).await;
     }
     let tombstone = crate::layout::tombstone(&meta.id);
     match vfs.rename(&topic_dir(&meta.id), &tombstone).await {
@@ -367,26 +367,6 @@ pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
         }
     }
     false
-}
-
-/// The historical deletion (scenario `stuck-topic-delete`): one recursive
-/// delete in place, a warning if it could not finish, success reported all
-/// the same. A `.nfs` file of a segment still open somewhere keeps the
-/// directory, and nothing ever comes back for it.
-#[cfg(madsim)]
-async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
-    match converge_remove(vfs, &topic_dir(&meta.id)).await {
-        Ok(r) if r.is_gone() => {}
-        Ok(r) => {
-            tracing::warn!(topic_id = %meta.id, left = ?r, "could not delete the whole topic; carrying on")
-        }
-        Err(e) => {
-            tracing::warn!(topic_id = %meta.id, error = %e, "recursive delete failed; carrying on")
-        }
-    }
-    names::release(vfs, &meta.name, Some(&meta.id))
-        .await
-        .map(|_| ())
 }
 
 /// Removes what is left of deleted topics and swept staging directories,

@@ -39,6 +39,9 @@ mod read;
 mod retention;
 mod takeover;
 mod timestamps;
+#[cfg(madsim)]
+#[path = "../../historical/zombie_append.rs"]
+mod zombie_append;
 
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -184,18 +187,6 @@ struct ActiveSegment {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The offset after a segment's last record, as its manifest entry says.
-#[cfg(madsim)]
-fn manifest_next(seg: &SegmentMeta) -> i64 {
-    match seg.state {
-        SegmentState::Sealed { next_offset, .. } => next_offset,
-        SegmentState::Active {
-            checkpoint_next_offset,
-            ..
-        } => checkpoint_next_offset,
-    }
 }
 
 impl PartitionLog {

@@ -24,10 +24,13 @@ impl PartitionLog {
             );
         }
         #[cfg(madsim)]
-        let resurrect = Self::historical_make_dirs(v, &dir).await?;
+        let resurrect = crate::historical::resurrected_partition::make_dirs_if_on(v, &dir).await?;
         let previous = claim_and_find_previous(v, &dir, epoch, token).await?;
         #[cfg(madsim)]
-        let previous = Self::historical_empty_log(resurrect, previous, v, &dir, expected).await?;
+        let previous = crate::historical::resurrected_partition::empty_log_if_missing(
+            resurrect, previous, v, &dir, expected,
+        )
+        .await?;
         let mut manifest = ours(previous, &dir, expected)?;
         let mut producers = manifest.producers.clone();
         let adopted = adopt_tail(v, &dir, &mut manifest, &mut producers).await?;
@@ -61,111 +64,6 @@ impl PartitionLog {
         );
         log.sweep_orphans().await;
         Ok(log)
-    }
-
-    /// Scenario `resurrected-partition`, before the claim: with the bug on,
-    /// "mkdir -p" the partition's directory. Returns whether it is on.
-    #[cfg(madsim)]
-    async fn historical_make_dirs(v: &dyn Vfs, dir: &Path) -> io::Result<bool> {
-        let on = crate::historical::on("resurrected-partition");
-        if on {
-            Self::make_dirs(v, dir).await?;
-        }
-        Ok(on)
-    }
-
-    /// Scenario `resurrected-partition`, after the walk down: with the bug
-    /// on, a partition without a manifest gets an empty log.
-    #[cfg(madsim)]
-    async fn historical_empty_log(
-        on: bool,
-        previous: Option<Manifest>,
-        v: &dyn Vfs,
-        dir: &Path,
-        expected: (&str, u32),
-    ) -> io::Result<Option<Manifest>> {
-        if on && previous.is_none() {
-            let m = Manifest::initial(expected.0, expected.1);
-            m.write(v, dir).await?;
-            return Ok(Some(m));
-        }
-        Ok(previous)
-    }
-
-    /// The historical open (scenario `resurrected-partition`): "mkdir -p"
-    /// the partition's directory, then open or create its files. A leader
-    /// that took over a partition of a topic deleted meanwhile made the
-    /// deleted topic's directory again, with an empty log in it.
-    #[cfg(madsim)]
-    pub(super) async fn make_dirs(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-        let mut at = PathBuf::new();
-        for part in dir.components() {
-            at.push(part);
-            match vfs.mkdir(&at).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// The historical takeover (scenario `zombie-append`): the new leader
-    /// goes on appending to the previous epoch's segment, at the end its
-    /// own scan saw, instead of a segment of its own. A paused predecessor
-    /// that wakes up and flushes writes into the same file at the same
-    /// positions.
-    #[cfg(madsim)]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn append_to_previous_segment(
-        vfs: Arc<dyn Vfs>,
-        dir: PathBuf,
-        epoch: u32,
-        fence: Arc<dyn LeadershipFence>,
-        config: LogConfig,
-        mut manifest: Manifest,
-        producers: ProducerState,
-        tail: Vec<(u64, batch::BatchHeader)>,
-        checkpoint: u64,
-        tail_len: u64,
-        max_timestamp: i64,
-    ) -> Result<Self, LogError> {
-        let Some(last) = manifest.segments.last_mut() else {
-            return Err(io::Error::other("no segment to append to").into());
-        };
-        let position = checkpoint + tail_len;
-        let next_offset = tail
-            .last()
-            .map_or(manifest_next(last), |(_, h)| h.next_offset());
-        last.state = SegmentState::Active {
-            checkpoint_position: position,
-            checkpoint_next_offset: next_offset,
-            max_timestamp,
-        };
-        let key = (last.base_offset, last.epoch);
-        let file = vfs
-            .open(&dir.join(last.file_name()), OpenOptions::write())
-            .await?;
-        manifest.epoch = epoch;
-        manifest.producers = producers.clone();
-        manifest.write(vfs.as_ref(), &dir).await?;
-        let mut index = SegmentIndex::new(config.index_interval_bytes);
-        for (pos, h) in &tail {
-            index.add(checkpoint + pos, h);
-        }
-        Ok(Self::assemble(
-            (vfs, dir, epoch, fence, config),
-            manifest,
-            producers,
-            ActiveSegment {
-                file,
-                key,
-                index,
-                position,
-                next_offset,
-                max_timestamp,
-            },
-        ))
     }
 
     /// Removes segment files of older epochs that the manifest does not

@@ -6,6 +6,12 @@
 //! Each switch is the real old code path, not a fake violation: see the
 //! scenario file of the same name under `scenarios/` for its story.
 
+pub mod resurrected_partition;
+pub mod staging_sweep;
+pub mod stuck_topic_delete;
+pub mod torn_assignment;
+// zombie_append.rs is compiled as a child of `log::partition` (its internals).
+
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use vfs::{Create, OpenOptions, Vfs};
 
-use super::assignment::Assignment;
+use crate::cluster::assignment::Assignment;
 use crate::layout::CLUSTER_DIR;
 
 fn path() -> std::path::PathBuf {
