@@ -114,12 +114,8 @@ def loopback_bandwidth(total=2 << 30, chunk=1 << 20):
 # ---- brokers ----------------------------------------------------------------
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from kaasproc import free_port, start as start_kaas  # noqa: E402
 
 
 class Cluster:
@@ -136,21 +132,13 @@ class Cluster:
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
     def start(self, i):
-        log = open(os.path.join(self.data, f"kaas-{i}.log"), "a")
         a = self.args
-        self.procs[i] = subprocess.Popen(
-            [KAAS, "--data-dir", self.data, "--broker-id", str(i), "--listen", f"127.0.0.1:{self.ports[i]}",
+        self.procs[i] = start_kaas(
+            ["--data-dir", self.data, "--broker-id", str(i), "--listen", f"127.0.0.1:{self.ports[i]}",
              "--session-timeout-secs", str(a["session_timeout"]), "--heartbeat-interval-secs", str(a["heartbeat"]),
              "--num-partitions", str(a["partitions"])],
-            stdout=log, stderr=log, env={**os.environ, "KAAS_LOG": "info"})
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.ports[i]), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"broker {i} did not start; see {self.data}/kaas-{i}.log")
+            self.ports[i], os.path.join(self.data, f"kaas-{i}.log"),
+            env={**os.environ, "KAAS_LOG": "info"})
 
     def stop(self):
         for p in self.procs:

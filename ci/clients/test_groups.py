@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +23,8 @@ import uuid
 
 import pytest
 
-KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from kaasproc import free_port, start as start_kaas  # noqa: E402
 
 # Broker settings for fast failover: a broker that stops heartbeating for
 # 4 s is gone; a new group waits 0.5 s for more members.
@@ -38,12 +40,6 @@ BROKER_FLAGS = [
 SESSION_MS = 10000
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_until(cond, timeout, what, interval=0.2):
@@ -79,22 +75,13 @@ class Cluster:
         return os.path.join(self.dir, f"kaas-{i}.log")
 
     def start(self, i):
-        args = [KAAS, "--data-dir", self.data, "--listen", self.addr(i), "--broker-id", str(i)]
+        args = ["--data-dir", self.data, "--listen", self.addr(i), "--broker-id", str(i)]
         if i in self.advertised:
             args += ["--advertised-listener", self.advertised[i]]
         env = dict(os.environ)
         env.setdefault("KAAS_LOG", "info")
-        with open(self.log(i), "a") as log:
-            self.procs[i] = subprocess.Popen(args + BROKER_FLAGS, stdout=log, stderr=log, env=env)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.ports[i]), timeout=0.2).close()
-                return
-            except OSError:
-                if self.procs[i].poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"kaas {i} did not start; see {self.log(i)}")
-                time.sleep(0.05)
+        self.procs[i] = start_kaas(args + BROKER_FLAGS, self.ports[i], self.log(i), env=env,
+                                   timeout=10)
 
     def kill(self, i, sig=signal.SIGKILL, timeout=30):
         p = self.procs.pop(i)

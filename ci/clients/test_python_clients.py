@@ -12,6 +12,7 @@ in test_groups.py.
 
 import asyncio
 import os
+import sys
 import socket
 import subprocess
 import tempfile
@@ -20,15 +21,8 @@ import uuid
 
 import pytest
 
-KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from kaasproc import free_port, start as start_kaas  # noqa: E402
 
 
 class Broker:
@@ -38,21 +32,9 @@ class Broker:
         self.proc = None
 
     def start(self, poll=0.1):
-        log = open(os.path.join(self.dir, "kaas.log"), "a")
-        self.proc = subprocess.Popen(
-            [KAAS, "--data-dir", self.dir, "--listen", self.addr],
-            stdout=log,
-            stderr=log,
-        )
-        host, port = self.addr.split(":")
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection((host, int(port)), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(poll)
-        raise RuntimeError("kaas did not start")
+        port = int(self.addr.rsplit(":", 1)[1])
+        self.proc = start_kaas(["--data-dir", self.dir, "--listen", self.addr], port,
+                               os.path.join(self.dir, "kaas.log"), timeout=10, poll=poll)
 
     def stop(self):
         if self.proc:

@@ -12,7 +12,6 @@ Usage: python topics_at_scale.py KAAS_BINARY WORK_DIR [--topics N]
 import argparse
 import concurrent.futures as cf
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,15 +19,12 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import kaasproc  # noqa: E402
+
 BATCH = 100
 PARTITIONS = 10
 IN_FLIGHT = 3
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mib(pid):
@@ -49,15 +45,15 @@ class Cluster:
     def __init__(self, kaas, work, n=3):
         self.data = os.path.join(work, "data")
         os.makedirs(self.data, exist_ok=True)
-        self.ports = [free_port() for _ in range(n)]
+        self.ports = [kaasproc.free_port() for _ in range(n)]
         self.procs = []
+        kaasproc.KAAS = kaas
         for i, port in enumerate(self.ports):
-            log = open(os.path.join(work, f"kaas-{i}.log"), "w")
-            self.procs.append(subprocess.Popen(
-                [kaas, "--data-dir", self.data, "--broker-id", str(i),
+            self.procs.append(kaasproc.start(
+                ["--data-dir", self.data, "--broker-id", str(i),
                  "--listen", f"127.0.0.1:{port}", "--heartbeat-interval-secs", "1",
                  "--session-timeout-secs", "6"],
-                stdout=log, stderr=subprocess.STDOUT,
+                port, os.path.join(work, f"kaas-{i}.log"),
                 env={**os.environ, "KAAS_LOG": "warn"}))
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
 

@@ -1,0 +1,38 @@
+"""Starting real kaas processes on 127.0.0.1, for the real-client tests
+(ci/clients) and the benchmarks (ci/bench): one way to pick ports and to
+wait for a broker to listen."""
+
+import os
+import socket
+import subprocess
+import time
+
+KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
+
+
+def free_port():
+    """A port nobody listens on now (the kernel's pick, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, port, log_path, env=None, timeout=30, poll=0.05):
+    """Starts `kaas ARGS` with its output appended to `log_path` and waits
+    until 127.0.0.1:`port` accepts connections; raises, naming the log, if
+    the process exits first or the port stays closed for `timeout` s."""
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen([KAAS, *args], stdout=log, stderr=log,
+                                env=env if env is not None else dict(os.environ))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"kaas exited with {proc.returncode}; see {log_path}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"kaas did not listen on {port} in {timeout} s; see {log_path}")
+            time.sleep(poll)
