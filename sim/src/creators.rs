@@ -106,14 +106,8 @@ async fn create(s: &mut Session, batch: &[(String, i32)]) -> Vec<Option<(i16, St
                 .collect(),
         )
         .with_timeout_ms(5000);
-    let to = s.any_broker();
-    let sent = s.now();
-    let errors_before = volume_errors(s);
-    let answer = s
-        .client
-        .call(to, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(req))
-        .await;
-    let volume_errors = volume_errors(s) - errors_before;
+    let (to, sent, answer, volume_errors) =
+        call(s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(req)).await;
     let results = match answer {
         Ok(ResponseKind::CreateTopics(r)) => r.topics,
         _ => Vec::new(),
@@ -156,19 +150,13 @@ async fn grow(s: &mut Session, topic: &str, count: i32) -> bool {
                 .with_count(count),
         ])
         .with_timeout_ms(5000);
-    let to = s.any_broker();
-    let sent = s.now();
-    let errors_before = volume_errors(s);
-    let answer = s
-        .client
-        .call(
-            to,
-            ApiKey::CreatePartitions,
-            3,
-            RequestKind::CreatePartitions(req),
-        )
-        .await;
-    let volume_errors = volume_errors(s) - errors_before;
+    let (to, sent, answer, volume_errors) = call(
+        s,
+        ApiKey::CreatePartitions,
+        3,
+        RequestKind::CreatePartitions(req),
+    )
+    .await;
     let answer = match answer {
         Ok(ResponseKind::CreatePartitions(r)) => r.results.first().map(|r| {
             (
@@ -230,6 +218,26 @@ async fn delete(s: &mut Session, m: Option<&mut Made>) -> bool {
     }
     m.delete_in_doubt |= code.is_none();
     deleted || gone
+}
+
+/// One admin request to a random broker: the broker, when it was sent, the
+/// answer, and how many I/O errors the volume injected meanwhile.
+async fn call(
+    s: &mut Session,
+    api: ApiKey,
+    version: i16,
+    req: RequestKind,
+) -> (
+    u32,
+    Duration,
+    Result<ResponseKind, crate::client::CallError>,
+    u64,
+) {
+    let to = s.any_broker();
+    let sent = s.now();
+    let before = volume_errors(s);
+    let answer = s.client.call(to, api, version, req).await;
+    (to, sent, answer, volume_errors(s) - before)
 }
 
 fn volume_errors(s: &Session) -> u64 {
