@@ -72,6 +72,7 @@ impl Beater {
                 tracing::warn!(error = %e, "heartbeat not published; retrying next tick");
             }
         }
+        let broker_id = first.broker_id;
         let state = Arc::new(Mutex::new(first));
         let shared = state.clone();
         let task = tokio::spawn(async move {
@@ -80,7 +81,7 @@ impl Beater {
                 // A failed replace may leave its temp file; this broker is
                 // the only writer of its heartbeat, so it sweeps its own.
                 if temps_left {
-                    temps_left = sweep(vfs.as_ref(), broker_of(&shared)).await.is_err();
+                    temps_left = sweep(vfs.as_ref(), broker_id).await.is_err();
                 }
                 let mut hb = lock(&shared).clone();
                 hb.stuck = stuck();
@@ -106,10 +107,6 @@ impl Beater {
 
 fn lock(m: &Mutex<Heartbeat>) -> std::sync::MutexGuard<'_, Heartbeat> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn broker_of(m: &Mutex<Heartbeat>) -> u32 {
-    lock(m).broker_id
 }
 
 /// Removes temp files a previous incarnation of this broker left behind.

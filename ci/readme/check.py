@@ -38,6 +38,8 @@ from markdown_it import MarkdownIt
 
 SHELLS = {"sh", "bash", "shell", "console"}
 MARK = "readme-check:"
+# How a block runs: as a pasted script that stops at the first failure.
+BASH = ["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c"]
 
 
 @dataclass
@@ -88,8 +90,7 @@ def blocks_of(path):
 
 
 def bash(code, **kw):
-    return subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", code],
-                          **kw)
+    return subprocess.run([*BASH, code], **kw)
 
 
 def wait_ready(proc, addr, deadline, log):
@@ -125,7 +126,7 @@ def run_block(block, env, servers, scratch):
         log = os.path.join(scratch, f"server-{len(servers)}.log")
         out = open(log, "w")
         proc = subprocess.Popen(
-            ["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", block.code],
+            [*BASH, block.code],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             wait_ready(proc, block.opts["ready"], time.monotonic() + timeout, log)

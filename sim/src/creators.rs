@@ -80,7 +80,10 @@ pub async fn creator(mut s: Session, index: usize, until: Duration) {
         let mut deletions = 0;
         while made.len() > KEEP && deletions < 2 && s.now() < until {
             deletions += 1;
-            if !delete(&mut s, made.front_mut()).await {
+            let Some(oldest) = made.front_mut() else {
+                break;
+            };
+            if !delete(&mut s, oldest).await {
                 break;
             }
             made.pop_front();
@@ -187,8 +190,7 @@ async fn grow(s: &mut Session, topic: &str, count: i32) -> bool {
 
 /// Deletes `m`; whether it is gone. A deletion of a topic whose id is
 /// known goes into the history for the end-of-run checks of the volume.
-async fn delete(s: &mut Session, m: Option<&mut Made>) -> bool {
-    let Some(m) = m else { return true };
+async fn delete(s: &mut Session, m: &mut Made) -> bool {
     let mark = s.volume_mark.as_ref().map_or(0, |f| f());
     let req = DeleteTopicsRequest::default()
         .with_topic_names(vec![name(&m.name)])
