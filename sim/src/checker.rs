@@ -1,8 +1,14 @@
 //! Judges a run's history against the final state of the log, Jepsen
 //! style. Each violation names its invariant first, then the operations
 //! involved.
+//!
+//! `check` reads the final logs once (`FinalIndex`), then walks the history
+//! in order with a `Judge` whose one method per kind of event holds one
+//! family of invariants; what needs the whole history (split-brain) is
+//! judged at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use crate::workload::{Event, Outcome, PARTITIONS};
 
@@ -13,10 +19,8 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 /// The final log of each partition: `(offset, value, leader epoch)`.
 pub type FinalLogs = BTreeMap<i32, Vec<(i64, String, i32)>>;
 
-pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<String> {
+pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     let mut out = Vec::new();
-    let at = |d: &std::time::Duration| format!("{:.3}s", d.as_secs_f64());
-
     for p in 0..PARTITIONS {
         if !logs.contains_key(&p) {
             out.push(format!(
@@ -24,62 +28,116 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
             ));
         }
     }
-    // The final log by offset and by value.
-    let mut by_offset: BTreeMap<(i32, i64), (&str, i32)> = BTreeMap::new();
-    let mut by_value: BTreeMap<&str, Vec<(i32, i64)>> = BTreeMap::new();
-    for (p, log) in logs {
-        let mut expected = None;
-        for (offset, value, epoch) in log {
-            if let Some(e) = expected {
-                if *offset != e {
-                    out.push(format!(
-                        "poll-skip final read of partition {p} jumped from offset {e} to {offset}"
-                    ));
+    let index = FinalIndex::new(logs, &mut out);
+    index.duplicates(events, &mut out);
+    let mut judge = Judge::new(logs, &index, out);
+    for (t, e) in events {
+        judge.see(t, e);
+    }
+    judge.split_brain()
+}
+
+fn at(d: &Duration) -> String {
+    format!("{:.3}s", d.as_secs_f64())
+}
+
+/// The final log by offset and by value.
+struct FinalIndex<'a> {
+    by_offset: BTreeMap<(i32, i64), (&'a str, i32)>,
+    by_value: BTreeMap<&'a str, Vec<(i32, i64)>>,
+}
+
+impl<'a> FinalIndex<'a> {
+    fn new(logs: &'a FinalLogs, out: &mut Vec<String>) -> Self {
+        let mut index = FinalIndex {
+            by_offset: BTreeMap::new(),
+            by_value: BTreeMap::new(),
+        };
+        for (p, log) in logs {
+            let mut expected = None;
+            for (offset, value, epoch) in log {
+                if let Some(e) = expected {
+                    if *offset != e {
+                        out.push(format!(
+                            "poll-skip final read of partition {p} jumped from offset {e} to {offset}"
+                        ));
+                    }
                 }
+                expected = Some(offset + 1);
+                index.by_offset.insert((*p, *offset), (value, *epoch));
+                index.by_value.entry(value).or_default().push((*p, *offset));
             }
-            expected = Some(offset + 1);
-            by_offset.insert((*p, *offset), (value, *epoch));
-            by_value.entry(value).or_default().push((*p, *offset));
+        }
+        index
+    }
+
+    /// Only idempotent producers promise one copy per value.
+    fn duplicates(&self, events: &[(Duration, Event)], out: &mut Vec<String>) {
+        let idempotent: BTreeSet<&str> = events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::Produce {
+                    idempotent: true,
+                    value,
+                    ..
+                } => Some(value.as_str()),
+                _ => None,
+            })
+            .collect();
+        for (value, places) in &self.by_value {
+            if places.len() > 1 && idempotent.contains(value) {
+                out.push(format!(
+                    "duplicate value {value} is in the log {} times: {places:?}",
+                    places.len()
+                ));
+            }
         }
     }
-    let idempotent: BTreeSet<&str> = events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::Produce {
-                idempotent: true,
-                value,
-                ..
-            } => Some(value.as_str()),
-            _ => None,
-        })
-        .collect();
-    for (value, places) in &by_value {
-        if places.len() > 1 && idempotent.contains(value) {
-            out.push(format!(
-                "duplicate value {value} is in the log {} times: {places:?}",
-                places.len()
-            ));
+}
+
+/// Per broker and partition: every answer's arrival, epoch and client.
+type Answers<'a> = Vec<(Duration, i32, &'a str)>;
+
+/// What the history has shown so far, for the invariants that compare an
+/// event with earlier ones.
+struct Judge<'a> {
+    /// The violations found so far, in the order they were found.
+    out: Vec<String>,
+    logs: &'a FinalLogs,
+    index: &'a FinalIndex<'a>,
+    /// Brokers that acknowledged plain writes, per partition and epoch.
+    ackers: BTreeMap<(i32, i32), BTreeSet<u32>>,
+    /// The first value read at each offset, and by whom.
+    seen_at: BTreeMap<(i32, i64), (&'a str, &'a str)>,
+    committed: BTreeMap<(&'a str, i32), (i64, String)>,
+    in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
+    owners: BTreeMap<(i32, i32), &'a str>,
+    epochs: BTreeMap<(u32, &'a str, i32), Answers<'a>>,
+    regressed: BTreeSet<(u32, &'a str, i32)>,
+    /// Admin requests whose outcome is unknown: no answer, or a failure the
+    /// volume may explain (an EIO after the server applied the request).
+    admin_in_doubt: BTreeSet<(&'a str, &'a str, bool)>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(logs: &'a FinalLogs, index: &'a FinalIndex<'a>, out: Vec<String>) -> Self {
+        Judge {
+            out,
+            logs,
+            index,
+            ackers: BTreeMap::new(),
+            seen_at: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            in_doubt: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            regressed: BTreeSet::new(),
+            admin_in_doubt: BTreeSet::new(),
         }
     }
 
-    let mut ackers: BTreeMap<(i32, i32), BTreeSet<u32>> = BTreeMap::new();
-    let mut seen_at: BTreeMap<(i32, i64), (&str, &str)> = BTreeMap::new();
-    let mut committed: BTreeMap<(&str, i32), (i64, String)> = BTreeMap::new();
-    let mut in_doubt: BTreeMap<(&str, i32), BTreeSet<i64>> = BTreeMap::new();
-    let mut owners: BTreeMap<(i32, i32), &str> = BTreeMap::new();
-    // Per broker and partition: every answer's arrival, epoch and client.
-    type Answers<'a> = Vec<(std::time::Duration, i32, &'a str)>;
-    let mut epochs: BTreeMap<(u32, &str, i32), Answers> = BTreeMap::new();
-    let mut regressed: BTreeSet<(u32, &str, i32)> = BTreeSet::new();
-    // Admin requests whose outcome is unknown: no answer, or a failure the
-    // volume may explain (an EIO after the server applied the request).
-    let mut admin_in_doubt: BTreeSet<(&str, &str, bool)> = BTreeSet::new();
-    for (t, e) in events {
+    fn see(&mut self, t: &Duration, e: &'a Event) {
         match e {
-            // A broker never goes back to an older leader epoch of a
-            // partition: it only follows newer assignments. Only answers in
-            // real-time order count: one that arrived before this request
-            // was sent (an answer held up by the network was made earlier).
             Event::Metadata {
                 client,
                 sent,
@@ -88,25 +146,7 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 partitions,
             } => {
                 for (p, leader, epoch) in partitions {
-                    if *leader < 0 || *epoch < 0 {
-                        continue;
-                    }
-                    let key = (*broker, topic_id.as_str(), *p);
-                    let earlier = epochs.entry(key).or_default();
-                    let before = earlier
-                        .iter()
-                        .filter(|(got, _, _)| got < sent)
-                        .max_by_key(|(_, e, _)| *e);
-                    if let Some((got, seen, who)) = before {
-                        if epoch < seen && regressed.insert(key) {
-                            out.push(format!(
-                                "epoch-regression broker-{broker} answered {client} (asked at {}) that broker-{leader} leads {topic_id}/{p} in leader epoch {epoch}, after answering {who} leader epoch {seen} at {}",
-                                at(sent),
-                                at(got)
-                            ));
-                        }
-                    }
-                    earlier.push((*t, *epoch, client.as_str()));
+                    self.metadata(t, client, sent, *broker, topic_id, (*p, *leader, *epoch));
                 }
             }
             Event::Produce {
@@ -115,86 +155,27 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 partition,
                 value,
                 outcome: Outcome::Acked { offset, broker },
-            } => {
-                if !logs.contains_key(partition) {
-                    continue; // reported as liveness
-                }
-                match by_offset.get(&(*partition, *offset)) {
-                    // A retry an idempotent producer sent to a new leader is
-                    // answered by it for a batch its predecessor wrote, so
-                    // only plain writes say which broker appended.
-                    Some((v, epoch)) if *v == value.as_str() => {
-                        if !idempotent {
-                            ackers.entry((*partition, *epoch)).or_default().insert(*broker);
-                        }
-                    }
-                    Some((v, _)) => out.push(format!(
-                        "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log has {v} there",
-                        at(t)
-                    )),
-                    None => out.push(format!(
-                        "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log ends before it",
-                        at(t)
-                    )),
-                }
-            }
+            } => self.acked(
+                t,
+                client,
+                *idempotent,
+                (*partition, *offset),
+                value,
+                *broker,
+            ),
             Event::Poll {
                 client,
                 partition,
                 from,
                 got,
-            } => {
-                if let Some((first, _)) = got.first() {
-                    if *first < *from {
-                        out.push(format!(
-                            "nonmonotonic-poll {client} at {} asked {partition}/{from} and got offset {first}",
-                            at(t)
-                        ));
-                    } else if *first > *from {
-                        out.push(format!(
-                            "poll-skip {client} at {} asked {partition}/{from} and got offset {first} first",
-                            at(t)
-                        ));
-                    }
-                }
-                for pair in got.windows(2) {
-                    if pair[1].0 != pair[0].0 + 1 {
-                        out.push(format!(
-                            "poll-skip {client} at {} read {partition}/{} then {partition}/{}",
-                            at(t),
-                            pair[0].0,
-                            pair[1].0
-                        ));
-                    }
-                }
-                for (offset, value) in got {
-                    if let Some((prev, who)) = seen_at.get(&(*partition, *offset)) {
-                        if *prev != value.as_str() {
-                            out.push(format!(
-                                "inconsistent-offsets {partition}/{offset} read as {prev} by {who} and as {value} by {client} at {}",
-                                at(t)
-                            ));
-                        }
-                    } else {
-                        seen_at.insert((*partition, *offset), (value, client));
-                    }
-                    if let Some((v, _)) = by_offset.get(&(*partition, *offset)) {
-                        if *v != value.as_str() {
-                            out.push(format!(
-                                "inconsistent-offsets {partition}/{offset} read as {value} by {client} at {}, the final log has {v}",
-                                at(t)
-                            ));
-                        }
-                    }
-                }
-            }
+            } => self.poll(t, client, *partition, *from, got),
             Event::Commit {
                 group,
                 partition,
                 offset,
                 acked: true,
             } => {
-                committed.insert((group, *partition), (*offset, at(t)));
+                self.committed.insert((group, *partition), (*offset, at(t)));
             }
             // A commit without a positive answer may still take effect, even
             // later than newer ones (a request left on a connection the
@@ -205,7 +186,7 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 offset,
                 acked: false,
             } => {
-                in_doubt
+                self.in_doubt
                     .entry((group, *partition))
                     .or_default()
                     .insert(*offset);
@@ -214,26 +195,15 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 group,
                 partition,
                 offset,
-            } => {
-                let key = (group.as_str(), *partition);
-                let doubtful = in_doubt.get(&key).is_some_and(|s| s.contains(offset));
-                if let Some((acked, when)) = committed.get(&key) {
-                    if offset < acked && !doubtful {
-                        out.push(format!(
-                            "committed-offset-regression group {group} partition {partition}: offset {acked} was committed at {when}, OffsetFetch at {} returned {offset}",
-                            at(t)
-                        ));
-                    }
-                }
-            }
+            } => self.committed_offset(t, group, *partition, *offset),
             Event::Assigned {
                 member,
                 generation,
                 partitions,
             } => {
                 for p in partitions {
-                    match owners.insert((*generation, *p), member) {
-                        Some(other) if other != member.as_str() => out.push(format!(
+                    match self.owners.insert((*generation, *p), member) {
+                        Some(other) if other != member.as_str() => self.out.push(format!(
                             "group-exclusivity generation {generation}: partition {p} owned by {other} and {member}"
                         )),
                         _ => {}
@@ -246,18 +216,12 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
             } => {
                 let prefix = format!("churn-{incarnation}-");
                 if let Some(old) = values.iter().find(|v| !v.starts_with(&prefix)) {
-                    out.push(format!(
+                    self.out.push(format!(
                         "recreated-topic-not-empty incarnation {incarnation} of the recreated topic read {old} at {}",
                         at(t)
                     ));
                 }
             }
-            // A create (or a grow) of a topic only this client asks for
-            // fails only for the volume's reasons: an I/O error injected
-            // while it ran. Anything else the cluster did to itself (a
-            // sweep of a live creator's staging, two admin requests
-            // tripping over each other). "Already exists" is fine only
-            // after an attempt whose outcome is unknown.
             Event::Admin {
                 client,
                 topic,
@@ -267,35 +231,15 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
                 answer,
                 volume_errors,
             } => {
-                let key = (client.as_str(), topic.as_str(), *grow);
-                let retried = admin_in_doubt.contains(&key);
-                match answer {
-                    None => {
-                        admin_in_doubt.insert(key);
-                    }
-                    Some((0, _)) => {}
-                    Some((TOPIC_ALREADY_EXISTS, _)) if !grow && retried => {}
-                    Some((INVALID_PARTITIONS, _)) if *grow && retried => {}
-                    Some((KAFKA_STORAGE_ERROR, _)) if *volume_errors > 0 => {
-                        admin_in_doubt.insert(key);
-                    }
-                    Some((code, message)) => {
-                        admin_in_doubt.insert(key);
-                        out.push(format!(
-                            "create-failed {client} {} {topic} via broker-{broker} (sent at {}, answered at {}, {volume_errors} volume errors meanwhile): error {code} {message}",
-                            if *grow { "grew" } else { "created" },
-                            at(sent),
-                            at(t)
-                        ));
-                    }
-                }
+                let request = (client.as_str(), topic.as_str(), *grow);
+                self.admin(t, request, *broker, sent, answer, *volume_errors);
             }
             Event::DeletedRead {
                 incarnation,
                 values,
             } => {
                 if let Some(v) = values.first() {
-                    out.push(format!(
+                    self.out.push(format!(
                         "read-from-deleted-topic incarnation {incarnation} was deleted, then a fetch at {} returned {v}",
                         at(t)
                     ));
@@ -304,21 +248,200 @@ pub fn check(events: &[(std::time::Duration, Event)], logs: &FinalLogs) -> Vec<S
             _ => {}
         }
     }
-    for ((p, epoch), brokers) in ackers {
-        if brokers.len() > 1 {
-            out.push(format!(
-                "split-brain partition {p} leader epoch {epoch}: writes acknowledged by brokers {brokers:?}"
-            ));
+
+    /// A broker never goes back to an older leader epoch of a partition: it
+    /// only follows newer assignments. Only answers in real-time order
+    /// count: one that arrived before this request was sent (an answer
+    /// held up by the network was made earlier).
+    fn metadata(
+        &mut self,
+        t: &Duration,
+        client: &'a str,
+        sent: &Duration,
+        broker: u32,
+        topic_id: &'a str,
+        (p, leader, epoch): (i32, i32, i32),
+    ) {
+        if leader < 0 || epoch < 0 {
+            return;
+        }
+        let key = (broker, topic_id, p);
+        let earlier = self.epochs.entry(key).or_default();
+        let before = earlier
+            .iter()
+            .filter(|(got, _, _)| got < sent)
+            .max_by_key(|(_, e, _)| *e);
+        if let Some((got, seen, who)) = before {
+            if epoch < *seen && self.regressed.insert(key) {
+                self.out.push(format!(
+                    "epoch-regression broker-{broker} answered {client} (asked at {}) that broker-{leader} leads {topic_id}/{p} in leader epoch {epoch}, after answering {who} leader epoch {seen} at {}",
+                    at(sent),
+                    at(got)
+                ));
+            }
+        }
+        earlier.push((*t, epoch, client));
+    }
+
+    /// An acknowledged write is in the final log where its answer said.
+    fn acked(
+        &mut self,
+        t: &Duration,
+        client: &str,
+        idempotent: bool,
+        (partition, offset): (i32, i64),
+        value: &str,
+        broker: u32,
+    ) {
+        if !self.logs.contains_key(&partition) {
+            return; // reported as liveness
+        }
+        match self.index.by_offset.get(&(partition, offset)) {
+            // A retry an idempotent producer sent to a new leader is
+            // answered by it for a batch its predecessor wrote, so only
+            // plain writes say which broker appended.
+            Some((v, epoch)) if *v == value => {
+                if !idempotent {
+                    self.ackers
+                        .entry((partition, *epoch))
+                        .or_default()
+                        .insert(broker);
+                }
+            }
+            Some((v, _)) => self.out.push(format!(
+                "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log has {v} there",
+                at(t)
+            )),
+            None => self.out.push(format!(
+                "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log ends before it",
+                at(t)
+            )),
         }
     }
-    out
+
+    /// A fetch starts where it asked, has no gaps, and agrees with every
+    /// other read and with the final log.
+    fn poll(
+        &mut self,
+        t: &Duration,
+        client: &'a str,
+        partition: i32,
+        from: i64,
+        got: &'a [(i64, String)],
+    ) {
+        if let Some((first, _)) = got.first() {
+            if *first < from {
+                self.out.push(format!(
+                    "nonmonotonic-poll {client} at {} asked {partition}/{from} and got offset {first}",
+                    at(t)
+                ));
+            } else if *first > from {
+                self.out.push(format!(
+                    "poll-skip {client} at {} asked {partition}/{from} and got offset {first} first",
+                    at(t)
+                ));
+            }
+        }
+        for pair in got.windows(2) {
+            if pair[1].0 != pair[0].0 + 1 {
+                self.out.push(format!(
+                    "poll-skip {client} at {} read {partition}/{} then {partition}/{}",
+                    at(t),
+                    pair[0].0,
+                    pair[1].0
+                ));
+            }
+        }
+        for (offset, value) in got {
+            if let Some((prev, who)) = self.seen_at.get(&(partition, *offset)) {
+                if *prev != value.as_str() {
+                    self.out.push(format!(
+                        "inconsistent-offsets {partition}/{offset} read as {prev} by {who} and as {value} by {client} at {}",
+                        at(t)
+                    ));
+                }
+            } else {
+                self.seen_at.insert((partition, *offset), (value, client));
+            }
+            if let Some((v, _)) = self.index.by_offset.get(&(partition, *offset)) {
+                if *v != value.as_str() {
+                    self.out.push(format!(
+                        "inconsistent-offsets {partition}/{offset} read as {value} by {client} at {}, the final log has {v}",
+                        at(t)
+                    ));
+                }
+            }
+        }
+    }
+
+    /// OffsetFetch never returns less than an acknowledged commit, unless
+    /// that smaller offset was itself a commit in doubt.
+    fn committed_offset(&mut self, t: &Duration, group: &str, partition: i32, offset: i64) {
+        let key = (group, partition);
+        let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(&offset));
+        if let Some((acked, when)) = self.committed.get(&key) {
+            if offset < *acked && !doubtful {
+                self.out.push(format!(
+                    "committed-offset-regression group {group} partition {partition}: offset {acked} was committed at {when}, OffsetFetch at {} returned {offset}",
+                    at(t)
+                ));
+            }
+        }
+    }
+
+    /// A create (or a grow) of a topic only this client asks for fails
+    /// only for the volume's reasons: an I/O error injected while it ran.
+    /// Anything else the cluster did to itself (a sweep of a live creator's
+    /// staging, two admin requests tripping over each other). "Already
+    /// exists" is fine only after an attempt whose outcome is unknown.
+    fn admin(
+        &mut self,
+        t: &Duration,
+        request: (&'a str, &'a str, bool),
+        broker: u32,
+        sent: &Duration,
+        answer: &Option<(i16, String)>,
+        volume_errors: u64,
+    ) {
+        let (client, topic, grow) = request;
+        let retried = self.admin_in_doubt.contains(&request);
+        match answer {
+            None => {
+                self.admin_in_doubt.insert(request);
+            }
+            Some((0, _)) => {}
+            Some((TOPIC_ALREADY_EXISTS, _)) if !grow && retried => {}
+            Some((INVALID_PARTITIONS, _)) if grow && retried => {}
+            Some((KAFKA_STORAGE_ERROR, _)) if volume_errors > 0 => {
+                self.admin_in_doubt.insert(request);
+            }
+            Some((code, message)) => {
+                self.admin_in_doubt.insert(request);
+                self.out.push(format!(
+                    "create-failed {client} {} {topic} via broker-{broker} (sent at {}, answered at {}, {volume_errors} volume errors meanwhile): error {code} {message}",
+                    if grow { "grew" } else { "created" },
+                    at(sent),
+                    at(t)
+                ));
+            }
+        }
+    }
+
+    /// Two brokers never acknowledge plain writes in one leader epoch.
+    fn split_brain(mut self) -> Vec<String> {
+        for ((p, epoch), brokers) in std::mem::take(&mut self.ackers) {
+            if brokers.len() > 1 {
+                self.out.push(format!(
+                    "split-brain partition {p} leader epoch {epoch}: writes acknowledged by brokers {brokers:?}"
+                ));
+            }
+        }
+        self.out
+    }
 }
 
 /// How many operations each invariant was checked against.
-pub fn counts(
-    events: &[(std::time::Duration, Event)],
-    logs: &FinalLogs,
-) -> BTreeMap<&'static str, usize> {
+pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<&'static str, usize> {
     let mut c: BTreeMap<&'static str, usize> = BTreeMap::new();
     for (_, e) in events {
         let keys: &[&'static str] = match e {
