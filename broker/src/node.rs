@@ -1,4 +1,9 @@
 //! One broker process: the part that is the same in production and simulation.
+//!
+//! `run` is the life of a broker in four steps: the start-up checks
+//! (`start_up`), the listeners (`listen`), following the cluster until
+//! shutdown (`Node::follow`), and the controlled shutdown
+//! (`Node::hand_off`).
 
 use std::future::Future;
 use std::io;
@@ -6,9 +11,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use vfs::Vfs;
 
 use crate::api::{Api, ApiConfig};
+use crate::cluster::assignment::Assignment;
 use crate::cluster::controller::{ControllerAgent, Role};
 use crate::cluster::identity;
 use crate::config::Config;
@@ -31,43 +40,78 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
+    let (listener, health, readiness) = listen(&config).await?;
+    if config.advertised_check_secs > 0 {
+        startup::check_advertised(
+            &config.advertised(),
+            Duration::from_secs(config.advertised_check_secs),
+        )
+        .await?;
+    }
+    let mut node = Node::new(vfs, config, listener, readiness);
+    tracing::info!(
+        broker_id = node.hb.broker_id,
+        incarnation = format_args!("{:016x}", node.hb.incarnation),
+        swept,
+        cluster_id,
+        "broker started"
+    );
+    let beater = node.start_beater().await;
+    node.follow(shutdown).await;
+    node.hand_off(beater.stop()).await;
+    node.stop(health);
+    Ok(())
+}
+
+/// How often a broker follows the cluster (controller, assignment) between
+/// two heartbeats.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// The start-up checks, each a clear error (the binary exits with it): the
+/// volume is this cluster's, nobody else runs as this broker id, the volume
+/// takes writes. Returns the cluster id and how many heartbeat temps of
+/// earlier runs were swept.
+async fn start_up(vfs: &dyn Vfs, config: &Config) -> io::Result<(String, usize)> {
     let id = config.broker_id;
-    redrive("preparing the volume", || prepare_volume(vfs.as_ref())).await?;
-    // Start-up checks, each a clear error (the binary exits with it): the
-    // volume is this cluster's, nobody else runs as this broker id, the
-    // volume takes writes, the advertised address leads back here.
+    redrive("preparing the volume", || prepare_volume(vfs)).await?;
     let cluster_id = redrive("settling the cluster id", || {
-        identity::settle(vfs.as_ref(), id, config.cluster_id.as_deref())
+        identity::settle(vfs, id, config.cluster_id.as_deref())
     })
     .await?;
-    let interval = Duration::from_secs(config.heartbeat_interval_secs.max(1));
     redrive("checking the broker id", || {
-        startup::check_id_not_live(vfs.as_ref(), id, 2 * interval)
+        startup::check_id_not_live(vfs, id, 2 * heartbeat_interval(config))
     })
     .await?;
     // Only now is this broker id proven not live elsewhere, so only now
     // are its staged identity proposals of earlier runs its own to remove.
     redrive("sweeping staged cluster ids", || {
-        identity::sweep_own_staging(vfs.as_ref(), id)
+        identity::sweep_own_staging(vfs, id)
     })
     .await?;
-    let swept = redrive("sweeping heartbeat temps", || {
-        heartbeat::sweep(vfs.as_ref(), id)
-    })
-    .await?;
-    redrive("probing the volume", || {
-        startup::probe_writable(vfs.as_ref(), id)
-    })
-    .await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
-        })?;
+    let swept = redrive("sweeping heartbeat temps", || heartbeat::sweep(vfs, id)).await?;
+    redrive("probing the volume", || startup::probe_writable(vfs, id)).await?;
+    Ok((cluster_id, swept))
+}
+
+fn heartbeat_interval(config: &Config) -> Duration {
+    Duration::from_secs(config.heartbeat_interval_secs.max(1))
+}
+
+fn session_timeout(config: &Config) -> Duration {
+    Duration::from_secs(config.session_timeout_secs.max(1))
+}
+
+/// Binds the Kafka listener (served only once the cluster is known) and
+/// starts the probe server if one is configured.
+async fn listen(config: &Config) -> io::Result<(TcpListener, Option<JoinHandle<()>>, Readiness)> {
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+    })?;
     let readiness = Readiness::default();
     let health = match config.health_listen {
         Some(addr) => {
-            let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            let l = TcpListener::bind(addr).await.map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("cannot listen on {addr} (--health-listen): {e}"),
@@ -77,197 +121,236 @@ pub async fn run(
         }
         None => None,
     };
-    if config.advertised_check_secs > 0 {
-        startup::check_advertised(
-            &config.advertised(),
-            Duration::from_secs(config.advertised_check_secs),
-        )
-        .await?;
-    }
-    let leaders = Arc::new(Leaders::new(
-        vfs.clone(),
-        config.broker_id,
-        LogConfig::default(),
-    ));
-    let coordinators = Arc::new(Coordinators::new(
-        vfs.clone(),
-        config.broker_id,
-        GroupConfig {
-            initial_rebalance_delay: Duration::from_millis(config.group_initial_rebalance_delay_ms),
-            // The broker's own clock: in the simulator it is skewed and
-            // jumps, and commit timestamps must see that too.
-            clock: config.wall_clock.clone(),
-            ..GroupConfig::default()
-        },
-    ));
-    let timers = tokio::spawn(coordinators.clone().run_timers());
-    let (publish, assignment) = tokio::sync::watch::channel(None);
-    let incarnation: u64 = madsim::rand::random();
-    let api = Api::new(
-        vfs.clone(),
-        ApiConfig {
+    Ok((listener, health, readiness))
+}
+
+/// A started broker: its services and what it knows of the cluster.
+struct Node {
+    vfs: Arc<dyn Vfs>,
+    config: Config,
+    leaders: Arc<Leaders>,
+    coordinators: Arc<Coordinators>,
+    timers: JoinHandle<()>,
+    publish: watch::Sender<Option<Assignment>>,
+    agent: ControllerAgent,
+    staging_sweep: StagingSweep,
+    readiness: Readiness,
+    /// Clients are served once this broker knows the cluster (its first
+    /// assignment): before, Metadata could only name itself and no
+    /// controller, and some clients wait on that answer for good. Until
+    /// then connections wait in the listen backlog.
+    not_serving: Option<(TcpListener, Arc<Api>)>,
+    server: Option<JoinHandle<()>>,
+    /// This run's first heartbeat.
+    hb: Heartbeat,
+}
+
+impl Node {
+    fn new(vfs: Arc<dyn Vfs>, config: Config, listener: TcpListener, readiness: Readiness) -> Node {
+        let leaders = Arc::new(Leaders::new(
+            vfs.clone(),
+            config.broker_id,
+            LogConfig::default(),
+        ));
+        let coordinators = Arc::new(Coordinators::new(
+            vfs.clone(),
+            config.broker_id,
+            GroupConfig {
+                initial_rebalance_delay: Duration::from_millis(
+                    config.group_initial_rebalance_delay_ms,
+                ),
+                // The broker's own clock: in the simulator it is skewed and
+                // jumps, and commit timestamps must see that too.
+                clock: config.wall_clock.clone(),
+                ..GroupConfig::default()
+            },
+        ));
+        let timers = tokio::spawn(coordinators.clone().run_timers());
+        let (publish, assignment) = watch::channel(None);
+        let incarnation: u64 = madsim::rand::random();
+        let api = Api::new(
+            vfs.clone(),
+            ApiConfig {
+                broker_id: config.broker_id,
+                incarnation,
+                advertised: config.advertised(),
+                auto_create_topics: config.auto_create_topics,
+                default_partitions: config.num_partitions.max(1),
+                max_message_bytes: 1024 * 1024,
+            },
+            leaders.clone(),
+            coordinators.clone(),
+            assignment,
+        );
+        let session_timeout = session_timeout(&config);
+        let agent = ControllerAgent::new(vfs.clone(), config.broker_id, session_timeout);
+        let hb = Heartbeat {
             broker_id: config.broker_id,
             incarnation,
+            sequence: 0,
             advertised: config.advertised(),
-            auto_create_topics: config.auto_create_topics,
-            default_partitions: config.num_partitions.max(1),
-            max_message_bytes: 1024 * 1024,
-        },
-        leaders.clone(),
-        coordinators.clone(),
-        assignment,
-    );
-    // Clients are served once this broker knows the cluster (its first
-    // assignment): before, Metadata could only name itself and no
-    // controller, and some clients wait on that answer for good. Until
-    // then connections wait in the listen backlog.
-    let mut not_serving = Some((listener, Arc::new(api)));
-    let mut server: Option<tokio::task::JoinHandle<()>> = None;
-    let session_timeout = Duration::from_secs(config.session_timeout_secs.max(1));
-    let mut agent = ControllerAgent::new(vfs.clone(), config.broker_id, session_timeout);
-    let mut staging_sweep = StagingSweep::new(session_timeout);
-    let hb = Heartbeat {
-        broker_id: config.broker_id,
-        incarnation,
-        sequence: 0,
-        advertised: config.advertised(),
-        leaving: false,
-        stuck: Vec::new(),
-    };
-    tracing::info!(
-        broker_id = hb.broker_id,
-        incarnation = format_args!("{:016x}", hb.incarnation),
-        swept,
-        cluster_id,
-        "broker started"
-    );
-    let beater = {
-        let (leaders, coordinators) = (leaders.clone(), coordinators.clone());
+            leaving: false,
+            stuck: Vec::new(),
+        };
+        Node {
+            vfs,
+            leaders,
+            coordinators,
+            timers,
+            publish,
+            agent,
+            staging_sweep: StagingSweep::new(session_timeout),
+            readiness,
+            not_serving: Some((listener, Arc::new(api))),
+            server: None,
+            hb,
+            config,
+        }
+    }
+
+    /// Heartbeats go out from their own task, with what is stuck here.
+    async fn start_beater(&self) -> heartbeat::Beater {
+        let (leaders, coordinators) = (self.leaders.clone(), self.coordinators.clone());
         let stuck: heartbeat::StuckReport = Box::new(move || {
             let mut stuck = leaders.stuck();
             stuck.extend(coordinators.stuck());
             stuck
         });
-        heartbeat::Beater::start(vfs.clone(), hb.clone(), interval, stuck).await
-    };
-    tokio::pin!(shutdown);
-    let follow = interval.min(FOLLOW_EVERY);
-    let mut last_beat: Option<tokio::time::Instant> = None;
-    let mut synced: Option<(u32, u64)> = None;
-    loop {
-        // Heartbeats go out from their own task (`Beater`). The broker
-        // follows the cluster every `follow`, so a new assignment (a
-        // failover, a handoff) takes effect within that, not a whole
-        // heartbeat interval later; slower chores run once per interval.
-        let now = tokio::time::Instant::now();
-        let beat = last_beat.is_none_or(|t| now.duration_since(t) >= interval);
-        if beat {
-            last_beat = Some(now);
-        }
-        match agent.tick().await {
-            Ok(role) => {
-                if beat && matches!(role, Role::Controller { .. }) {
-                    // The controller re-drives deletions to their end state
-                    // and sweeps the staging of creators that are gone.
-                    let live = agent.assignment().map(|a| a.brokers.clone());
-                    if let Some(live) = live {
-                        let dir = Path::new(topic::TOPICS_DIR);
-                        if let Err(e) = staging_sweep.run(vfs.as_ref(), dir, &live).await {
-                            tracing::warn!(error = %e, "sweeping staging directories; retrying next tick");
-                        }
-                    }
-                    if let Err(e) = topic::reap_tombstones(vfs.as_ref()).await {
-                        tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
-        }
-        if let Some(a) = agent.assignment().cloned() {
-            // A new assignment is applied at once; an unchanged one once per
-            // interval (a takeover that failed is retried then).
-            let key = (a.controller_epoch, a.version);
-            if beat || synced != Some(key) {
-                synced = Some(key);
-                leaders.sync(&a).await;
-                coordinators.sync(&a).await;
-                let registered = a
-                    .brokers
-                    .get(&hb.broker_id)
-                    .is_some_and(|b| b.incarnation == hb.incarnation);
-                publish.send_replace(Some(a));
-                readiness.observe(registered);
-                if let Some((listener, api)) = not_serving.take() {
-                    tracing::info!(listen = %config.listen, "serving clients");
-                    server = Some(tokio::spawn(crate::protocol::server::serve(
-                        listener,
-                        api,
-                        crate::protocol::ProtocolConfig::default(),
-                    )));
-                }
-            }
-        }
-        if beat {
-            leaders.enforce_retention(config.wall_clock.now_ms()).await;
-        }
-        tokio::select! {
-            () = &mut shutdown => break,
-            () = tokio::time::sleep(follow) => {}
-        }
+        let interval = heartbeat_interval(&self.config);
+        heartbeat::Beater::start(self.vfs.clone(), self.hb.clone(), interval, stuck).await
     }
-    // Controlled shutdown: announce it, let the controller (perhaps this
-    // broker) move this broker's partitions, keep serving until they are
-    // gone or a session timeout passed, then stop.
-    let mut hb = beater.stop();
-    hb.leaving = true;
-    readiness.leaving();
-    agent.leave();
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_secs(config.session_timeout_secs.max(1));
-    loop {
-        hb.sequence += 1;
-        if let Err(e) = heartbeat::write(vfs.as_ref(), &hb).await {
-            tracing::warn!(error = %e, "shutdown heartbeat not published");
-        }
-        let _ = agent.tick().await;
-        let me = hb.broker_id;
-        let (mine, others) = agent.assignment().map_or((0, false), |a| {
-            (a.led_by(me), a.brokers.keys().any(|b| *b != me))
-        });
-        if let Some(a) = agent.assignment().cloned() {
-            leaders.sync(&a).await;
-            coordinators.sync(&a).await;
-            publish.send_replace(Some(a));
-        }
-        // Alone in the cluster, there is nobody to hand off to.
-        if mine == 0 || !others || tokio::time::Instant::now() >= deadline {
-            tracing::info!(broker_id = hb.broker_id, still_leading = mine, "handed off");
-            if mine == 0 && others {
-                // Keep answering for two follow periods: clients asking
-                // here get NOT_LEADER_OR_FOLLOWER and metadata naming the
-                // new leaders, which the other brokers have followed by
-                // then. Closing at once makes clients back off and
-                // rediscover the cluster (about a second with librdkafka).
-                tokio::time::sleep(2 * FOLLOW_EVERY).await;
-            }
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    if let Some(server) = server {
-        server.abort();
-    }
-    timers.abort();
-    if let Some(health) = health {
-        health.abort();
-    }
-    tracing::info!(broker_id = hb.broker_id, "broker stopped");
-    Ok(())
-}
 
-/// How often a broker follows the cluster (controller, assignment) between
-/// two heartbeats.
-const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+    /// Follows the cluster every `FOLLOW_EVERY` until `shutdown`, so a new
+    /// assignment (a failover, a handoff) takes effect within that, not a
+    /// whole heartbeat interval later; slower chores run once per interval.
+    async fn follow(&mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let interval = heartbeat_interval(&self.config);
+        let follow = interval.min(FOLLOW_EVERY);
+        let mut last_beat: Option<tokio::time::Instant> = None;
+        let mut synced: Option<(u32, u64)> = None;
+        loop {
+            let now = tokio::time::Instant::now();
+            let beat = last_beat.is_none_or(|t| now.duration_since(t) >= interval);
+            if beat {
+                last_beat = Some(now);
+            }
+            match self.agent.tick().await {
+                Ok(role) => {
+                    if beat && matches!(role, Role::Controller { .. }) {
+                        self.controller_chores().await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
+            }
+            if let Some(a) = self.agent.assignment().cloned() {
+                // A new assignment is applied at once; an unchanged one once
+                // per interval (a takeover that failed is retried then).
+                let key = (a.controller_epoch, a.version);
+                if beat || synced != Some(key) {
+                    synced = Some(key);
+                    self.apply(a).await;
+                }
+            }
+            if beat {
+                self.leaders
+                    .enforce_retention(self.config.wall_clock.now_ms())
+                    .await;
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = tokio::time::sleep(follow) => {}
+            }
+        }
+    }
+
+    /// The controller re-drives deletions to their end state and sweeps the
+    /// staging of creators that are gone.
+    async fn controller_chores(&mut self) {
+        let live = self.agent.assignment().map(|a| a.brokers.clone());
+        if let Some(live) = live {
+            let dir = Path::new(topic::TOPICS_DIR);
+            if let Err(e) = self.staging_sweep.run(self.vfs.as_ref(), dir, &live).await {
+                tracing::warn!(error = %e, "sweeping staging directories; retrying next tick");
+            }
+        }
+        if let Err(e) = topic::reap_tombstones(self.vfs.as_ref()).await {
+            tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
+        }
+    }
+
+    /// Takes over and gives up partitions and groups as `a` says, tells the
+    /// API about it, and starts serving clients at the first assignment.
+    async fn apply(&mut self, a: Assignment) {
+        self.leaders.sync(&a).await;
+        self.coordinators.sync(&a).await;
+        let registered = a
+            .brokers
+            .get(&self.hb.broker_id)
+            .is_some_and(|b| b.incarnation == self.hb.incarnation);
+        self.publish.send_replace(Some(a));
+        self.readiness.observe(registered);
+        if let Some((listener, api)) = self.not_serving.take() {
+            tracing::info!(listen = %self.config.listen, "serving clients");
+            self.server = Some(tokio::spawn(crate::protocol::server::serve(
+                listener,
+                api,
+                crate::protocol::ProtocolConfig::default(),
+            )));
+        }
+    }
+
+    /// Controlled shutdown: announce it, let the controller (perhaps this
+    /// broker) move this broker's partitions, keep serving until they are
+    /// gone or a session timeout passed.
+    async fn hand_off(&mut self, mut hb: Heartbeat) {
+        hb.leaving = true;
+        self.readiness.leaving();
+        self.agent.leave();
+        let deadline = tokio::time::Instant::now() + session_timeout(&self.config);
+        loop {
+            hb.sequence += 1;
+            if let Err(e) = heartbeat::write(self.vfs.as_ref(), &hb).await {
+                tracing::warn!(error = %e, "shutdown heartbeat not published");
+            }
+            let _ = self.agent.tick().await;
+            let me = hb.broker_id;
+            let (mine, others) = self.agent.assignment().map_or((0, false), |a| {
+                (a.led_by(me), a.brokers.keys().any(|b| *b != me))
+            });
+            if let Some(a) = self.agent.assignment().cloned() {
+                self.leaders.sync(&a).await;
+                self.coordinators.sync(&a).await;
+                self.publish.send_replace(Some(a));
+            }
+            // Alone in the cluster, there is nobody to hand off to.
+            if mine == 0 || !others || tokio::time::Instant::now() >= deadline {
+                tracing::info!(broker_id = hb.broker_id, still_leading = mine, "handed off");
+                if mine == 0 && others {
+                    // Keep answering for two follow periods: clients asking
+                    // here get NOT_LEADER_OR_FOLLOWER and metadata naming the
+                    // new leaders, which the other brokers have followed by
+                    // then. Closing at once makes clients back off and
+                    // rediscover the cluster (about a second with librdkafka).
+                    tokio::time::sleep(2 * FOLLOW_EVERY).await;
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn stop(self, health: Option<JoinHandle<()>>) {
+        if let Some(server) = self.server {
+            server.abort();
+        }
+        self.timers.abort();
+        if let Some(health) = health {
+            health.abort();
+        }
+        tracing::info!(broker_id = self.hb.broker_id, "broker stopped");
+    }
+}
 
 /// Retries a start-up step whose end state is safe to re-drive, until it
 /// succeeds, a permanent error (wrong layout, permissions, bad input) shows
