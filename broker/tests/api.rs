@@ -28,6 +28,8 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use vfs::{MemVfs, Vfs};
 
+mod common;
+
 /// The request handler of broker 0 on `vfs`, and its leaders.
 fn api_on(
     vfs: Arc<dyn Vfs>,
@@ -68,10 +70,7 @@ impl Broker {
     /// Broker 0, leading partition 0 of `orders` in `epoch`.
     async fn start(epoch: u32) -> Self {
         let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-        broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
-        let meta = topic::create_topic(vfs.as_ref(), "orders", 1)
-            .await
-            .unwrap();
+        let meta = common::with_topic(vfs.as_ref(), "orders", 1).await;
         let (publish, assignment) = watch::channel(None);
         let (api, leaders) = api_on(vfs.clone(), assignment);
         let b = Self {
@@ -289,7 +288,7 @@ const UNKNOWN_LEADER_EPOCH: i16 = 75;
 #[cfg_attr(madsim, tokio::test)]
 async fn fetch_and_list_offsets_check_the_current_leader_epoch() {
     let b = Broker::start(1).await;
-    b.produce(batch::build((-1, -1, -1), 1, &[b"a"])).await;
+    b.produce(common::plain(1, &[b"a"])).await;
     b.lead(3).await;
     for (current, expected) in [
         (-1, 0),
@@ -327,12 +326,10 @@ async fn offset_for_leader_epoch_answers_where_each_epoch_ends() {
         2
     ));
     let b = Broker::start(1).await;
-    b.produce(batch::build((-1, -1, -1), 1, &[b"a", b"b", b"c"]))
-        .await;
+    b.produce(common::plain(1, &[b"a", b"b", b"c"])).await;
     b.lead(2).await; // writes nothing
     b.lead(4).await;
-    b.produce(batch::build((-1, -1, -1), 1, &[b"d", b"e"]))
-        .await;
+    b.produce(common::plain(1, &[b"d", b"e"])).await;
     for version in 2..=4 {
         for (requested, epoch, end) in [(1, 1, 3), (2, 1, 3), (3, 1, 3), (4, 4, 5), (5, -1, -1)] {
             let r = b.epoch_end(version, orders(), 0, 4, requested).await;
@@ -369,10 +366,7 @@ async fn delete_topics_does_not_call_an_unreadable_topic_unknown() {
     use kafka_protocol::messages::DeleteTopicsRequest;
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     let mem: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    broker::node::prepare_volume(mem.as_ref()).await.unwrap();
-    let meta = topic::create_topic(mem.as_ref(), "orders", 1)
-        .await
-        .unwrap();
+    let meta = common::with_topic(mem.as_ref(), "orders", 1).await;
     let cut = vfs::testkit::Interrupting::new(mem.clone(), 0);
     // The first change is refused, and from then on every read too.
     assert!(cut.mkdir(std::path::Path::new("x")).await.is_err());

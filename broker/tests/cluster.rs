@@ -12,6 +12,8 @@ use broker::log::topic;
 use vfs::Vfs;
 use vfs::model::{ModelNfs, NfsConfig};
 
+mod common;
+
 const SESSION: Duration = Duration::from_secs(6);
 
 struct Broker {
@@ -25,7 +27,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
     let mut out = Vec::new();
     for id in 0..n {
         let vfs: Arc<dyn Vfs> = Arc::new(nfs.host(id));
-        broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
+        common::prepared(vfs.as_ref()).await;
         out.push(Broker {
             agent: ControllerAgent::new(vfs.clone(), id, SESSION),
             hb: Heartbeat {

@@ -3,11 +3,10 @@
 //! coordinator can neither acknowledge nor damage anything.
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::cluster::assignment::{Assignment, BrokerEntry, COORDINATOR_SLOTS};
+use broker::cluster::assignment::{Assignment, COORDINATOR_SLOTS};
 use broker::cluster::placement::Leadership;
 use broker::groups::{Coordinators, GroupConfig};
 use kafka_protocol::error::ResponseError;
@@ -21,31 +20,19 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
     SyncGroupRequest, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
 use vfs::Vfs;
 use vfs::model::{ModelNfs, NfsConfig};
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_owned())
-}
+mod common;
+use common::{live, s};
 
 /// Every slot led by `leader` in coordinator epoch `epoch`.
 fn assignment(leader: u32, epoch: u32) -> Assignment {
-    let mut brokers = BTreeMap::new();
-    for b in 1..=3 {
-        brokers.insert(
-            b,
-            BrokerEntry {
-                advertised: format!("b{b}:9092"),
-                incarnation: 1,
-            },
-        );
-    }
     Assignment {
         controller_epoch: 1,
         version: u64::from(epoch),
         controller: leader,
-        brokers,
+        brokers: live((1..=3).map(|b| (b, 1))),
         coordinators: (0..COORDINATOR_SLOTS)
             .map(|slot| {
                 (
@@ -63,7 +50,7 @@ fn assignment(leader: u32, epoch: u32) -> Assignment {
 
 async fn coordinator(nfs: &ModelNfs, broker: u32) -> Coordinators {
     let vfs: Arc<dyn Vfs> = Arc::new(nfs.host(broker));
-    broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
+    common::prepared(vfs.as_ref()).await;
     let config = GroupConfig {
         initial_rebalance_delay: Duration::ZERO,
         ..GroupConfig::default()

@@ -7,13 +7,16 @@ use std::sync::Arc;
 
 use broker::log::batch;
 use broker::log::fence::{EpochClaims, LeadershipFence};
-use broker::log::topic::{self, TopicMeta};
+use broker::log::topic;
 use broker::log::{LogConfig, LogError, PartitionLog};
 use bytes::Bytes;
 use vfs::durable::ClaimToken;
 use vfs::model::{ModelNfs, NfsConfig};
 use vfs::testkit::{Counting, Interrupting};
 use vfs::{MemVfs, OpenOptions, Vfs};
+
+mod common;
+use common::{lead, with_topic};
 
 struct Backend {
     name: &'static str,
@@ -47,17 +50,6 @@ fn backends() -> Vec<Backend> {
     out
 }
 
-async fn new_topic(vfs: &dyn Vfs) -> TopicMeta {
-    for d in ["topics", "topics/names"] {
-        match vfs.mkdir(Path::new(d)).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => panic!("{e}"),
-        }
-    }
-    topic::create_topic(vfs, "orders", 1).await.unwrap()
-}
-
 fn small() -> LogConfig {
     LogConfig {
         segment_bytes: 4_000,
@@ -66,18 +58,6 @@ fn small() -> LogConfig {
         retention_ms: None,
         retention_bytes: None,
     }
-}
-
-async fn lead(
-    vfs: Arc<dyn Vfs>,
-    meta: &TopicMeta,
-    epoch: u32,
-    config: LogConfig,
-) -> Result<PartitionLog, LogError> {
-    let dir = topic::partition_dir(&meta.id, 0);
-    let fence: Arc<dyn LeadershipFence> = Arc::new(EpochClaims::new(vfs.clone(), dir.clone()));
-    let token = ClaimToken::fresh(&format!("leader-{epoch}"));
-    PartitionLog::open_as_leader(vfs, dir, (&meta.id, 0), epoch, &token, fence, config).await
 }
 
 fn record(i: u32) -> Bytes {
@@ -118,8 +98,8 @@ fn value(i: u32) -> Vec<u8> {
 #[cfg_attr(madsim, tokio::test)]
 async fn appends_read_back_across_segment_rolls() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
-        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
+        let log = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         for i in 0..60 {
             let a = log.append(record(i)).await.unwrap();
             assert_eq!(a.base_offset, i64::from(i), "{}", b.name);
@@ -170,9 +150,9 @@ async fn concurrent_appends_share_fsyncs() {
     let nfs = ModelNfs::new(config, 4);
     let counting = Arc::new(Counting::new(Arc::new(nfs.host(1))));
     let vfs: Arc<dyn Vfs> = counting.clone();
-    let meta = new_topic(vfs.as_ref()).await;
+    let meta = with_topic(vfs.as_ref(), "orders", 1).await;
     let log = Arc::new(
-        lead(vfs.clone(), &meta, 1, LogConfig::default())
+        lead(vfs.clone(), &meta, 0, 1, LogConfig::default())
             .await
             .unwrap(),
     );
@@ -201,10 +181,13 @@ async fn concurrent_appends_share_fsyncs() {
 #[cfg_attr(madsim, tokio::test)]
 async fn opening_a_missing_or_foreign_partition_creates_nothing() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
         let mut ghost = meta.clone();
         ghost.id = "00000000-0000-4000-8000-000000000000".into();
-        let err = lead(b.vfs.clone(), &ghost, 1, small()).await.err().unwrap();
+        let err = lead(b.vfs.clone(), &ghost, 0, 1, small())
+            .await
+            .err()
+            .unwrap();
         assert!(
             matches!(&err, LogError::Io(e) if e.kind() == std::io::ErrorKind::NotFound),
             "{}: {err}",
@@ -249,8 +232,8 @@ async fn opening_a_missing_or_foreign_partition_creates_nothing() {
 async fn a_recreated_topic_never_sees_the_old_files() {
     for b in backends() {
         let v = b.vfs.as_ref();
-        let first = new_topic(v).await;
-        let log = lead(b.vfs.clone(), &first, 1, small()).await.unwrap();
+        let first = with_topic(v, "orders", 1).await;
+        let log = lead(b.vfs.clone(), &first, 0, 1, small()).await.unwrap();
         log.append(record(1)).await.unwrap();
         log.close().await.unwrap();
         assert!(matches!(
@@ -267,7 +250,7 @@ async fn a_recreated_topic_never_sees_the_old_files() {
             topic::lookup(v, "orders").await.unwrap(),
             Some(second.clone())
         );
-        let log = lead(b.vfs.clone(), &second, 1, small()).await.unwrap();
+        let log = lead(b.vfs.clone(), &second, 0, 1, small()).await.unwrap();
         assert_eq!(log.high_watermark(), 0, "{}: starts empty", b.name);
         assert!(read_all(&log, 0).await.is_empty());
     }
@@ -277,9 +260,9 @@ async fn a_recreated_topic_never_sees_the_old_files() {
 #[cfg_attr(madsim, tokio::test)]
 async fn a_takeover_keeps_every_acknowledged_batch_and_cuts_a_torn_tail() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
         let dir = topic::partition_dir(&meta.id, 0);
-        let first = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let first = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         for i in 0..10 {
             first.append(record(i)).await.unwrap();
         }
@@ -293,7 +276,7 @@ async fn a_takeover_keeps_every_acknowledged_batch_and_cuts_a_torn_tail() {
         f.close().await.unwrap();
         drop(first); // crashed, never closed
 
-        let second = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
+        let second = lead(b.vfs.clone(), &meta, 0, 2, small()).await.unwrap();
         assert_eq!(second.high_watermark(), 10, "{}", b.name);
         assert_eq!(second.append(record(10)).await.unwrap().base_offset, 10);
         let all = read_all(&second, 0).await;
@@ -306,9 +289,9 @@ async fn a_takeover_keeps_every_acknowledged_batch_and_cuts_a_torn_tail() {
 #[cfg_attr(madsim, tokio::test)]
 async fn a_corrupt_batch_in_the_tail_is_cut_with_everything_after_it() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = new_topic(vfs.as_ref()).await;
+    let meta = with_topic(vfs.as_ref(), "orders", 1).await;
     let dir = topic::partition_dir(&meta.id, 0);
-    let first = lead(vfs.clone(), &meta, 1, LogConfig::default())
+    let first = lead(vfs.clone(), &meta, 0, 1, LogConfig::default())
         .await
         .unwrap();
     let mut ends = Vec::new();
@@ -323,7 +306,7 @@ async fn a_corrupt_batch_in_the_tail_is_cut_with_everything_after_it() {
         .await
         .unwrap();
     f.close().await.unwrap();
-    let second = lead(vfs.clone(), &meta, 2, LogConfig::default())
+    let second = lead(vfs.clone(), &meta, 0, 2, LogConfig::default())
         .await
         .unwrap();
     // Offsets 3.. were acknowledged, but their bytes are gone: bit rot, not a
@@ -338,13 +321,15 @@ async fn a_corrupt_batch_in_the_tail_is_cut_with_everything_after_it() {
 async fn recovery_reads_only_the_unsealed_tail() {
     let counting = Arc::new(Counting::new(Arc::new(MemVfs::new())));
     let vfs: Arc<dyn Vfs> = counting.clone();
-    let meta = new_topic(vfs.as_ref()).await;
+    let meta = with_topic(vfs.as_ref(), "orders", 1).await;
     let config = LogConfig {
         segment_bytes: 64 << 10,
         checkpoint_bytes: 8 << 10,
         ..LogConfig::default()
     };
-    let first = lead(vfs.clone(), &meta, 1, config.clone()).await.unwrap();
+    let first = lead(vfs.clone(), &meta, 0, 1, config.clone())
+        .await
+        .unwrap();
     let mut written = 0;
     let mut i = 0;
     while written < 1 << 20 {
@@ -354,7 +339,9 @@ async fn recovery_reads_only_the_unsealed_tail() {
     }
     drop(first);
     counting.counts.reset();
-    let second = lead(vfs.clone(), &meta, 2, config.clone()).await.unwrap();
+    let second = lead(vfs.clone(), &meta, 0, 2, config.clone())
+        .await
+        .unwrap();
     let read = counting.counts.get(&counting.counts.bytes_read);
     assert!(
         read < 16 << 10,
@@ -368,13 +355,13 @@ async fn recovery_reads_only_the_unsealed_tail() {
 async fn a_zombie_cannot_acknowledge_or_damage_after_a_takeover() {
     let nfs = ModelNfs::new(NfsConfig::default(), 3);
     let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
-    let meta = new_topic(a.as_ref()).await;
-    let zombie = lead(a.clone(), &meta, 1, small()).await.unwrap();
+    let meta = with_topic(a.as_ref(), "orders", 1).await;
+    let zombie = lead(a.clone(), &meta, 0, 1, small()).await.unwrap();
     for i in 0..5 {
         zombie.append(record(i)).await.unwrap();
     }
     // Host 1 stalls; host 2 takes over and keeps writing.
-    let leader = lead(b.clone(), &meta, 2, small()).await.unwrap();
+    let leader = lead(b.clone(), &meta, 0, 2, small()).await.unwrap();
     for i in 5..8 {
         leader.append(record(i)).await.unwrap();
     }
@@ -389,7 +376,7 @@ async fn a_zombie_cannot_acknowledge_or_damage_after_a_takeover() {
     let expected: Vec<_> = (0..8).map(|i| (i64::from(i), value(i))).collect();
     assert_eq!(read_all(&leader, 0).await, expected);
     drop(leader);
-    let third = lead(b.clone(), &meta, 3, small()).await.unwrap();
+    let third = lead(b.clone(), &meta, 0, 3, small()).await.unwrap();
     assert_eq!(
         read_all(&third, 0).await,
         expected,
@@ -403,8 +390,8 @@ async fn a_zombie_racing_the_takeover_never_splits_the_log() {
     for seed in 0..20 {
         let nfs = ModelNfs::new(NfsConfig::hostile_without_errors(), seed);
         let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
-        let meta = new_topic(a.as_ref()).await;
-        let zombie = Arc::new(lead(a.clone(), &meta, 1, small()).await.unwrap());
+        let meta = with_topic(a.as_ref(), "orders", 1).await;
+        let zombie = Arc::new(lead(a.clone(), &meta, 0, 1, small()).await.unwrap());
         let writer = {
             let zombie = zombie.clone();
             tokio::spawn(async move {
@@ -420,7 +407,7 @@ async fn a_zombie_racing_the_takeover_never_splits_the_log() {
             })
         };
         tokio::task::yield_now().await;
-        let leader = lead(b.clone(), &meta, 2, small()).await.unwrap();
+        let leader = lead(b.clone(), &meta, 0, 2, small()).await.unwrap();
         let mut acked = writer.await.unwrap();
         for i in 100..105 {
             acked.push((leader.append(record(i)).await.unwrap().base_offset, i));
@@ -488,14 +475,14 @@ async fn crash_once(backend: &str, budget: usize) -> bool {
             unreachable!("no POSIX volume in the simulation build")
         }
     };
-    let meta = new_topic(a.as_ref()).await;
+    let meta = with_topic(a.as_ref(), "orders", 1).await;
     let cut = Arc::new(Interrupting::new(a.clone(), budget));
     let mut acked = Vec::new();
     let config = LogConfig {
         retention_bytes: Some(6_000),
         ..small()
     };
-    let log = lead(cut.clone(), &meta, 1, config.clone()).await.ok();
+    let log = lead(cut.clone(), &meta, 0, 1, config.clone()).await.ok();
     if let Some(log) = &log {
         for i in 0..40 {
             match log.append(record(i)).await {
@@ -511,7 +498,7 @@ async fn crash_once(backend: &str, budget: usize) -> bool {
     // Crash first: dropping the log afterwards closes nothing on a dead host.
     nfs.crash_host(1);
     drop(log);
-    let next = lead(b.clone(), &meta, 2, config).await.unwrap();
+    let next = lead(b.clone(), &meta, 0, 2, config).await.unwrap();
     let start = next.log_start_offset();
     let log = read_all(&next, start).await;
     for (off, i) in acked.iter().filter(|(o, _)| *o >= start) {
@@ -577,7 +564,7 @@ impl Vfs for BusyUnlinks {
 #[cfg_attr(madsim, tokio::test)]
 async fn a_failed_unlink_is_redriven_by_the_next_retention_pass() {
     let mem = MemVfs::new();
-    let meta = new_topic(&mem).await;
+    let meta = with_topic(&mem, "orders", 1).await;
     let busy = Arc::new(BusyUnlinks {
         inner: Arc::new(mem.clone()),
         left: 0.into(),
@@ -586,7 +573,7 @@ async fn a_failed_unlink_is_redriven_by_the_next_retention_pass() {
         retention_bytes: Some(5_000),
         ..small()
     };
-    let log = lead(busy.clone(), &meta, 1, config).await.unwrap();
+    let log = lead(busy.clone(), &meta, 0, 1, config).await.unwrap();
     for i in 0..80 {
         log.append(record(i)).await.unwrap();
     }
@@ -616,13 +603,15 @@ async fn a_failed_unlink_is_redriven_by_the_next_retention_pass() {
 #[cfg_attr(madsim, tokio::test)]
 async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
         let dir: PathBuf = topic::partition_dir(&meta.id, 0);
         let config = LogConfig {
             retention_bytes: Some(5_000),
             ..small()
         };
-        let log = lead(b.vfs.clone(), &meta, 1, config.clone()).await.unwrap();
+        let log = lead(b.vfs.clone(), &meta, 0, 1, config.clone())
+            .await
+            .unwrap();
         for i in 0..80 {
             log.append(record(i)).await.unwrap();
         }
@@ -647,7 +636,7 @@ async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
             ..small()
         };
         drop(log);
-        let log = lead(b.vfs.clone(), &meta, 2, timed).await.unwrap();
+        let log = lead(b.vfs.clone(), &meta, 0, 2, timed).await.unwrap();
         log.enforce_retention(i64::MAX / 2).await.unwrap();
         assert_eq!(
             log.log_start_offset(),
@@ -663,8 +652,8 @@ async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
 #[cfg_attr(madsim, tokio::test)]
 async fn compressed_batches_pass_through_byte_for_byte() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = new_topic(vfs.as_ref()).await;
-    let log = lead(vfs.clone(), &meta, 1, small()).await.unwrap();
+    let meta = with_topic(vfs.as_ref(), "orders", 1).await;
+    let log = lead(vfs.clone(), &meta, 0, 1, small()).await.unwrap();
     let mut stored = Vec::new();
     for codec in 1..=4u8 {
         // A batch flagged gzip/snappy/lz4/zstd whose record bytes kaas cannot
@@ -694,8 +683,8 @@ async fn compressed_batches_pass_through_byte_for_byte() {
 #[cfg_attr(madsim, tokio::test)]
 async fn idempotent_retries_are_not_appended_twice_across_a_takeover() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
-        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
+        let log = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         let batch = |epoch: i16, seq: i32| {
             batch::build((42, epoch, seq), 5, &[b"a".as_slice(), b"b".as_slice()])
         };
@@ -724,7 +713,7 @@ async fn idempotent_retries_are_not_appended_twice_across_a_takeover() {
         assert_eq!(c.unwrap().base_offset, 5, "{}", b.name);
         drop(log);
 
-        let next = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
+        let next = lead(b.vfs.clone(), &meta, 0, 2, small()).await.unwrap();
         let again = next.append(batch(0, 2)).await.unwrap();
         assert_eq!(
             again.base_offset, 3,
@@ -760,8 +749,8 @@ fn opaque_compressed(timestamps: &[i64]) -> Bytes {
 #[cfg_attr(madsim, tokio::test)]
 async fn max_timestamp_finds_the_first_record_with_the_largest_timestamp() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
-        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
+        let log = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         assert_eq!(log.offset_of_max_timestamp().await.unwrap(), None, "empty");
         // Offsets 0-2, the largest timestamp in the middle record; 3-4 tie it.
         let first = batch::build_timed((-1, -1, -1), &[(10, b"a"), (50_000, b"b"), (20, b"c")]);
@@ -787,7 +776,7 @@ async fn max_timestamp_finds_the_first_record_with_the_largest_timestamp() {
 
         // A new leader sees the same answer from sealed segments, and a
         // larger timestamp in its own active segment beats it.
-        let log = lead(b.vfs.clone(), &meta, 2, small()).await.unwrap();
+        let log = lead(b.vfs.clone(), &meta, 0, 2, small()).await.unwrap();
         let again = log.offset_of_max_timestamp().await.unwrap().unwrap();
         assert_eq!((again.offset, again.leader_epoch), (found.offset, 1));
         let at = log
@@ -820,8 +809,8 @@ async fn max_timestamp_finds_the_first_record_with_the_largest_timestamp() {
 #[cfg_attr(madsim, tokio::test)]
 async fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
-        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
+        let log = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         assert_eq!(log.offset_for_timestamp(0).await.unwrap(), None, "empty");
         log.append(batch::build_timed(
             (-1, -1, -1),
@@ -853,8 +842,8 @@ async fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
 #[cfg_attr(madsim, tokio::test)]
 async fn epoch_end_offsets_follow_the_takeovers() {
     for b in backends() {
-        let meta = new_topic(b.vfs.as_ref()).await;
-        let log = lead(b.vfs.clone(), &meta, 1, small()).await.unwrap();
+        let meta = with_topic(b.vfs.as_ref(), "orders", 1).await;
+        let log = lead(b.vfs.clone(), &meta, 0, 1, small()).await.unwrap();
         assert_eq!(log.epoch_end_offset(1), (1, 0), "nothing written yet");
         // Epoch 1 writes 0-39 over several segments.
         for i in 0..40 {
@@ -863,8 +852,8 @@ async fn epoch_end_offsets_follow_the_takeovers() {
         assert_eq!(log.epoch_end_offset(1), (1, 40), "current: the log end");
         drop(log);
         // Epoch 2 takes over and writes nothing; epoch 4 writes 40-44.
-        drop(lead(b.vfs.clone(), &meta, 2, small()).await.unwrap());
-        let log = lead(b.vfs.clone(), &meta, 4, small()).await.unwrap();
+        drop(lead(b.vfs.clone(), &meta, 0, 2, small()).await.unwrap());
+        let log = lead(b.vfs.clone(), &meta, 0, 4, small()).await.unwrap();
         assert_eq!(log.epoch_end_offset(4), (4, 40));
         for i in 40..45 {
             log.append(record(i)).await.unwrap();
@@ -911,8 +900,8 @@ async fn an_uncommitted_tail_is_adopted_not_sealed_in_place() {
     let nfs = ModelNfs::new(config, 3);
     let a: Arc<dyn Vfs> = Arc::new(nfs.host(1));
     let b: Arc<dyn Vfs> = Arc::new(nfs.host(2));
-    let meta = new_topic(a.as_ref()).await;
-    let first = lead(a.clone(), &meta, 1, small()).await.unwrap();
+    let meta = with_topic(a.as_ref(), "orders", 1).await;
+    let first = lead(a.clone(), &meta, 0, 1, small()).await.unwrap();
     for i in 0..3 {
         first.append(record(i)).await.unwrap();
     }
@@ -937,7 +926,7 @@ async fn an_uncommitted_tail_is_adopted_not_sealed_in_place() {
     nfs.crash_host(1);
     drop((first, f));
 
-    let second = lead(b.clone(), &meta, 2, small()).await.unwrap();
+    let second = lead(b.clone(), &meta, 0, 2, small()).await.unwrap();
     assert_eq!(second.high_watermark(), 4, "the tail is adopted");
     nfs.restart_server(); // drops what was never committed
     let values: Vec<Vec<u8>> = read_all(&second, 0)
@@ -949,6 +938,6 @@ async fn an_uncommitted_tail_is_adopted_not_sealed_in_place() {
     second.append(record(4)).await.unwrap();
     drop(second);
     // And the next leader still reads all of it.
-    let third = lead(b, &meta, 3, small()).await.unwrap();
+    let third = lead(b, &meta, 0, 3, small()).await.unwrap();
     assert_eq!(read_all(&third, 0).await.len(), 5);
 }

@@ -17,24 +17,15 @@ use broker::log::topic;
 use vfs::Vfs;
 use vfs::model::{ModelNfs, NfsConfig};
 
+mod common;
+
 const CREATOR: Creator = Creator {
     broker: 1,
     incarnation: 0xc0ffee,
 };
 
 fn live(creators: &[Creator]) -> BTreeMap<u32, BrokerEntry> {
-    creators
-        .iter()
-        .map(|c| {
-            (
-                c.broker,
-                BrokerEntry {
-                    advertised: String::new(),
-                    incarnation: c.incarnation,
-                },
-            )
-        })
-        .collect()
+    common::live(creators.iter().map(|c| (c.broker, c.incarnation)))
 }
 
 async fn volume(sweeper_host: u32) -> (ModelNfs, Arc<dyn Vfs>, Arc<dyn Vfs>) {
@@ -49,9 +40,7 @@ async fn volume(sweeper_host: u32) -> (ModelNfs, Arc<dyn Vfs>, Arc<dyn Vfs>) {
     } else {
         Arc::new(nfs.host(sweeper_host))
     };
-    for d in ["topics", "topics/names"] {
-        creator.mkdir(Path::new(d)).await.unwrap();
-    }
+    common::prepared(creator.as_ref()).await;
     (nfs, creator, sweeper)
 }
 

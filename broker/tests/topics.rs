@@ -5,40 +5,27 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use broker::log::batch;
-use broker::log::fence::{EpochClaims, LeadershipFence};
 use broker::log::topic::{self, TopicMeta};
 use broker::log::{LogConfig, LogError, PartitionLog};
 use vfs::Vfs;
-use vfs::durable::ClaimToken;
 use vfs::model::{ModelNfs, NfsConfig};
 use vfs::testkit::Interrupting;
 
+mod common;
+use common::{plain, with_topic};
+
 async fn setup(vfs: &dyn Vfs) -> TopicMeta {
-    for d in ["topics", "topics/names"] {
-        let _ = vfs.mkdir(Path::new(d)).await;
-    }
-    topic::create_topic(vfs, "events", 2).await.unwrap()
+    with_topic(vfs, "events", 2).await
 }
 
 async fn lead(vfs: Arc<dyn Vfs>, meta: &TopicMeta, partition: u32) -> PartitionLog {
-    let dir = topic::partition_dir(&meta.id, partition);
-    let fence: Arc<dyn LeadershipFence> = Arc::new(EpochClaims::new(vfs.clone(), dir.clone()));
-    PartitionLog::open_as_leader(
-        vfs,
-        dir,
-        (&meta.id, partition),
-        1,
-        &ClaimToken::fresh("leader"),
-        fence,
-        LogConfig::default(),
-    )
-    .await
-    .unwrap()
+    common::lead(vfs, meta, partition, 1, LogConfig::default())
+        .await
+        .unwrap()
 }
 
 fn record() -> bytes::Bytes {
-    batch::build((-1, -1, -1), 1, &[b"value"])
+    plain(1, &[b"value"])
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

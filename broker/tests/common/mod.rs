@@ -1,0 +1,80 @@
+//! Fixtures the broker's integration tests share: a prepared volume, a
+//! topic on it, a partition led in an epoch, the live brokers of an
+//! assignment, plain batches and Kafka strings. Each test binary includes
+//! this module with `mod common;` and uses its own subset.
+#![allow(dead_code)] // a subset per test binary, the rest unused there
+#![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use broker::cluster::assignment::BrokerEntry;
+use broker::log::batch;
+use broker::log::fence::{EpochClaims, LeadershipFence};
+use broker::log::topic::{self, TopicMeta};
+use broker::log::{LogConfig, LogError, PartitionLog};
+use bytes::Bytes;
+use kafka_protocol::protocol::StrBytes;
+use vfs::Vfs;
+use vfs::durable::ClaimToken;
+
+/// Creates the volume's top-level directories, as a starting broker does.
+pub async fn prepared(vfs: &dyn Vfs) {
+    broker::node::prepare_volume(vfs).await.unwrap();
+}
+
+/// A prepared volume with topic `name` of `partitions` partitions on it.
+pub async fn with_topic(vfs: &dyn Vfs, name: &str, partitions: u32) -> TopicMeta {
+    prepared(vfs).await;
+    topic::create_topic(vfs, name, partitions).await.unwrap()
+}
+
+/// Opens `partition` of `meta` as its leader in `epoch`, fenced by the
+/// partition's epoch claims, as a broker's takeover does.
+pub async fn lead(
+    vfs: Arc<dyn Vfs>,
+    meta: &TopicMeta,
+    partition: u32,
+    epoch: u32,
+    config: LogConfig,
+) -> Result<PartitionLog, LogError> {
+    let dir = topic::partition_dir(&meta.id, partition);
+    let fence: Arc<dyn LeadershipFence> = Arc::new(EpochClaims::new(vfs.clone(), dir.clone()));
+    let token = ClaimToken::fresh(&format!("leader-{epoch}"));
+    PartitionLog::open_as_leader(
+        vfs,
+        dir,
+        (&meta.id, partition),
+        epoch,
+        &token,
+        fence,
+        config,
+    )
+    .await
+}
+
+/// The brokers of an assignment, by id, each in the given incarnation.
+pub fn live(brokers: impl IntoIterator<Item = (u32, u64)>) -> BTreeMap<u32, BrokerEntry> {
+    brokers
+        .into_iter()
+        .map(|(id, incarnation)| {
+            let advertised = format!("b{id}:9092");
+            (
+                id,
+                BrokerEntry {
+                    advertised,
+                    incarnation,
+                },
+            )
+        })
+        .collect()
+}
+
+/// A batch from a plain (not idempotent) producer, every record at `timestamp`.
+pub fn plain(timestamp: i64, values: &[&[u8]]) -> Bytes {
+    batch::build((-1, -1, -1), timestamp, values)
+}
+
+pub fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
