@@ -1,7 +1,21 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic configs
 //! (broker configs are read-only).
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResponse;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterResponse;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::log::{topic, topic_config};
+
+use super::{Api, code};
 
 /// Kafka's ConfigResource types.
 const TOPIC: i8 = 2;

@@ -1,7 +1,14 @@
 //! FindCoordinator: the broker leading a group's (or transactional id's)
 //! coordinator slot.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::groups;
+
+use super::{Api, code, split_host_port};
 
 impl Api {
     /// FindCoordinator: the broker leading the key's coordinator slot.

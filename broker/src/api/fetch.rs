@@ -1,7 +1,15 @@
 //! Fetch: reads from the partitions this broker leads, waiting for data up
 //! to the request's wait.
 
-use super::*;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+
+use crate::log::LogError;
+
+use super::{Api, code, leader_epoch, name_of};
 
 impl Api {
     pub(super) async fn fetch(&self, req: FetchRequest, version: i16) -> FetchResponse {

@@ -1,6 +1,14 @@
 //! ListOffsets: the offset of a timestamp, the earliest or the latest.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::log::PartitionLog;
+
+use super::{Api, code, leader_epoch, name_of};
 
 /// ListOffsets' special timestamps.
 const LATEST_TIMESTAMP: i64 = -1;

@@ -1,6 +1,23 @@
 //! Metadata and DescribeCluster: brokers, topics, leaders.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::cluster::assignment::Assignment;
+use crate::log::topic;
+use crate::log::topic::TopicError;
+
+use super::{Api, code, lookup_error, name_of, split_host_port, topic_name, uuid_of};
 
 impl Api {
     pub(super) async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {

@@ -7,8 +7,8 @@
 //! One file per API family; [`Handler::handle`] at the end of this file
 //! dispatches. A new API is a new file with an `impl Api` block and one
 //! dispatch line. Helpers the families share (topic lookups, the led log of
-//! a partition, error codes) live here; every family file takes them, and
-//! the protocol types, with `use super::*`.
+//! a partition, error codes) live here; each family file imports by name
+//! what it uses of them, so its imports say what it depends on.
 //!
 //! | file | APIs |
 //! |---|---|
@@ -26,56 +26,20 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as AlterResponse;
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::delete_records_response::{
-    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
-};
-use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
-};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
-use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalAlterResponse;
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
-use kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
-    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, RequestKind, ResponseKind, TopicName,
-};
-use kafka_protocol::messages::{
-    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ProducerId,
-};
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use uuid::Uuid;
 use vfs::Vfs;
 
 use crate::cluster::assignment::Assignment;
-use crate::groups::{self, Coordinators};
+use crate::groups::Coordinators;
 use crate::leaders::Leaders;
 use crate::log::staging::Creator;
-use crate::log::topic::{self, TopicError, TopicMeta};
-use crate::log::topic_config::{self, Overrides};
-use crate::log::{LogError, PartitionLog};
+use crate::log::topic::TopicMeta;
+use crate::log::{PartitionLog, topic};
 use crate::producer_ids::ProducerIds;
 use crate::protocol::{Handler, versions};
 

@@ -1,6 +1,13 @@
 //! CreatePartitions: a topic grows, partition by partition.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::log::topic;
+
+use super::{Api, code, name_of};
 
 impl Api {
     pub(super) async fn create_partitions(

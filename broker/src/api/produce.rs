@@ -1,6 +1,13 @@
 //! Produce: appends to the partitions this broker leads.
 
-use super::*;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use crate::log::{LogError, PartitionLog};
+
+use super::{Api, code, name_of};
 
 impl Api {
     pub(super) async fn produce(

@@ -1,6 +1,9 @@
 //! InitProducerId: producer ids for idempotent producers.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use super::{Api, code};
 
 impl Api {
     /// InitProducerId for idempotent producers: a fresh id, or (KIP-360)

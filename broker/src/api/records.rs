@@ -1,6 +1,14 @@
 //! DeleteRecords: moves a partition's log start offset.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+
+use crate::log::LogError;
+
+use super::{Api, code, name_of};
 
 impl Api {
     pub(super) async fn delete_records(&self, req: DeleteRecordsRequest) -> DeleteRecordsResponse {

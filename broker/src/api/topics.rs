@@ -1,6 +1,19 @@
 //! CreateTopics and DeleteTopics.
 
-use super::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::log::topic::{TopicError, TopicMeta};
+use crate::log::topic_config::Overrides;
+use crate::log::{topic, topic_config};
+
+use super::{Api, code, lookup_error, name_of, topic_name, uuid_of};
 
 impl Api {
     pub(super) async fn create_topics(
