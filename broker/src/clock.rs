@@ -33,7 +33,8 @@ impl WallClock {
         self.0.fetch_add(ms, Ordering::Relaxed);
     }
 
-    pub fn offset_ms(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn offset_ms(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
     }
 }

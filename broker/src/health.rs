@@ -41,7 +41,7 @@ impl Readiness {
         self.0.store(LEAVING, Ordering::Relaxed);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.0.load(Ordering::Relaxed) == READY
     }
 

@@ -42,14 +42,14 @@ pub async fn write(vfs: &dyn Vfs, hb: &Heartbeat) -> io::Result<()> {
 }
 
 /// Leaderships this broker cannot hold, for its next heartbeat.
-pub type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + Sync>;
+pub(crate) type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + Sync>;
 
 /// Publishes this broker's heartbeat every interval from a task of its own.
 /// The broker's follow loop can be busy for long (taking over hundreds of
 /// partitions on a volume with milliseconds per call); a heartbeat that
 /// waited for it would make a live broker look dead to the controller and
 /// move its partitions away, which makes the next broker busier still.
-pub struct Beater {
+pub(crate) struct Beater {
     state: Arc<Mutex<Heartbeat>>,
     task: tokio::task::JoinHandle<()>,
 }

@@ -24,21 +24,21 @@
 
 use std::path::{Path, PathBuf};
 
-pub const BROKERS_DIR: &str = "brokers";
-pub const CLUSTER_DIR: &str = "cluster";
-pub const TOPICS_DIR: &str = "topics";
-pub const NAMES_DIR: &str = "topics/names";
-pub const PRODUCERS_DIR: &str = "producers";
-pub const GROUPS_DIR: &str = "groups";
+pub(crate) const BROKERS_DIR: &str = "brokers";
+pub(crate) const CLUSTER_DIR: &str = "cluster";
+pub(crate) const TOPICS_DIR: &str = "topics";
+pub(crate) const NAMES_DIR: &str = "topics/names";
+pub(crate) const PRODUCERS_DIR: &str = "producers";
+pub(crate) const GROUPS_DIR: &str = "groups";
 
 /// A directory being built, renamed into place in one step when whole.
-pub const STAGING_PREFIX: &str = ".staging-";
+pub(crate) const STAGING_PREFIX: &str = ".staging-";
 /// A directory renamed away to be removed (a deleted topic, a swept staging).
-pub const TOMBSTONE_PREFIX: &str = ".tombstone-";
+pub(crate) const TOMBSTONE_PREFIX: &str = ".tombstone-";
 
 /// The top-level directories every broker expects. Creating them is safe to
 /// race: `mkdir` is atomic and `AlreadyExists` is the same end state.
-pub const TOP_LEVEL: &[&str] = &[
+pub(crate) const TOP_LEVEL: &[&str] = &[
     BROKERS_DIR,
     CLUSTER_DIR,
     TOPICS_DIR,
@@ -53,7 +53,7 @@ pub fn heartbeat(broker_id: u32) -> PathBuf {
 }
 
 /// The claim of controller epoch `epoch`.
-pub fn controller_claim(epoch: u32) -> PathBuf {
+pub(crate) fn controller_claim(epoch: u32) -> PathBuf {
     Path::new(CLUSTER_DIR).join(format!("controller-{epoch:010}"))
 }
 
@@ -63,7 +63,7 @@ pub fn assignment(controller_epoch: u32) -> PathBuf {
 }
 
 /// The directory holding the cluster id once it is decided.
-pub fn identity_dir() -> PathBuf {
+pub(crate) fn identity_dir() -> PathBuf {
     Path::new(CLUSTER_DIR).join("identity")
 }
 
@@ -83,16 +83,16 @@ pub fn tombstone(id: &str) -> PathBuf {
 }
 
 /// Generation `generation` of the claim on topic name `name`.
-pub fn name_claim(name: &str, generation: u32) -> PathBuf {
+pub(crate) fn name_claim(name: &str, generation: u32) -> PathBuf {
     Path::new(NAMES_DIR).join(format!("{name}@{generation}"))
 }
 
 /// Producer id block `n`.
-pub fn producer_block(n: u64) -> PathBuf {
+pub(crate) fn producer_block(n: u64) -> PathBuf {
     Path::new(PRODUCERS_DIR).join(format!("block-{n:012}"))
 }
 
 /// Coordinator slot `slot`'s directory of groups.
-pub fn group_slot(slot: u32) -> PathBuf {
+pub(crate) fn group_slot(slot: u32) -> PathBuf {
     Path::new(GROUPS_DIR).join(format!("{slot:03}"))
 }

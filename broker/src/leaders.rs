@@ -126,7 +126,7 @@ impl Leaders {
     }
 
     /// Stops leading a partition (fenced, or no longer assigned here).
-    pub async fn step_down(&self, topic_id: &str, partition: u32) {
+    pub(crate) async fn step_down(&self, topic_id: &str, partition: u32) {
         let log = lock(&self.logs).remove(&(topic_id.to_owned(), partition));
         if let Some(log) = log.and_then(|l| Arc::try_unwrap(l).ok()) {
             if let Err(e) = log.close().await {

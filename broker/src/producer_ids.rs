@@ -12,8 +12,7 @@ use std::sync::Arc;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim};
 
-pub use crate::layout::PRODUCERS_DIR;
-pub const BLOCK: i64 = 1000;
+pub(crate) const BLOCK: i64 = 1000;
 /// Claims tried before an allocation gives up (and the client retries).
 const MAX_ATTEMPTS: u64 = 64;
 
@@ -21,7 +20,7 @@ fn block_path(n: u64) -> PathBuf {
     crate::layout::producer_block(n)
 }
 
-pub struct ProducerIds {
+pub(crate) struct ProducerIds {
     vfs: Arc<dyn Vfs>,
     token: ClaimToken,
     state: tokio::sync::Mutex<Range>,
@@ -45,7 +44,7 @@ impl ProducerIds {
     }
 
     /// A producer id nobody else was or will be given.
-    pub async fn allocate(&self) -> io::Result<i64> {
+    pub(crate) async fn allocate(&self) -> io::Result<i64> {
         let mut r = self.state.lock().await;
         if r.next >= r.end {
             let start = match r.hint {
@@ -117,7 +116,7 @@ mod tests {
     #[tokio::test]
     async fn brokers_never_hand_out_the_same_id() {
         let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
-        vfs.mkdir(std::path::Path::new(PRODUCERS_DIR))
+        vfs.mkdir(std::path::Path::new(crate::layout::PRODUCERS_DIR))
             .await
             .unwrap();
         let a = ProducerIds::new(vfs.clone(), 1);

@@ -25,7 +25,7 @@ use crate::layout;
 /// The probe is named like a temp file of `brokers/<id>` (whose only writer
 /// is this broker), so one left behind by a crash is swept at the next
 /// start with the heartbeat's other temps.
-pub async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<()> {
+pub(crate) async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<()> {
     let path = Path::new(layout::BROKERS_DIR).join(format!(
         ".{broker_id}.tmp-{:016x}",
         madsim::rand::random::<u64>()
@@ -110,7 +110,7 @@ async fn last_heartbeat(vfs: &dyn Vfs, id: u32) -> io::Result<Option<heartbeat::
 /// name that does not resolve yet (DNS of a just-created pod) gets the
 /// whole window. The connection is closed at once; a broker that is not
 /// serving yet leaves it in the listen backlog, which is enough.
-pub async fn check_advertised(advertised: &str, within: Duration) -> io::Result<()> {
+pub(crate) async fn check_advertised(advertised: &str, within: Duration) -> io::Result<()> {
     let deadline = tokio::time::Instant::now() + within;
     let mut last: io::Error;
     loop {

@@ -10,7 +10,7 @@ use vfs::Vfs;
 use vfs::durable::{EnvelopeError, atomic_replace, open_envelope, seal};
 
 /// Replaces `path` with `value` (temp, fsync, rename).
-pub async fn write_json<T: Serialize>(
+pub(crate) async fn write_json<T: Serialize>(
     vfs: &dyn Vfs,
     path: &Path,
     kind: &str,
@@ -22,7 +22,7 @@ pub async fn write_json<T: Serialize>(
 
 /// Reads `path` by a fresh open; `Ok(None)` if it does not exist. A torn,
 /// foreign or unparsable file is an `InvalidData` error naming the path.
-pub async fn read_json<T: DeserializeOwned>(
+pub(crate) async fn read_json<T: DeserializeOwned>(
     vfs: &dyn Vfs,
     path: &Path,
     kind: &str,

@@ -87,9 +87,9 @@ impl Args {
 }
 
 /// Which faults a run injects.
-pub type FaultSet = BTreeSet<&'static str>;
+pub(crate) type FaultSet = BTreeSet<&'static str>;
 
-pub const FAULT_KINDS: &[&str] = &[
+pub(crate) const FAULT_KINDS: &[&str] = &[
     "crash",
     "pause",
     "isolate",

@@ -17,7 +17,7 @@ const INVALID_PARTITIONS: i16 = 37;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// The final log of each partition: `(offset, value, leader epoch)`.
-pub type FinalLogs = BTreeMap<i32, Vec<(i64, String, i32)>>;
+pub(crate) type FinalLogs = BTreeMap<i32, Vec<(i64, String, i32)>>;
 
 pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     let mut out = Vec::new();

@@ -26,7 +26,7 @@ pub struct Client {
 }
 
 /// Where broker `id` listens in the simulation.
-pub fn broker_addr(id: u32) -> SocketAddr {
+pub(crate) fn broker_addr(id: u32) -> SocketAddr {
     SocketAddr::from(([10, 0, 0, 1 + id as u8], 9092))
 }
 

@@ -50,7 +50,12 @@ impl Options {
         )
     }
 
-    pub fn with_faults(seed: u64, brokers: u32, duration: Duration, faults: FaultSet) -> Self {
+    pub(crate) fn with_faults(
+        seed: u64,
+        brokers: u32,
+        duration: Duration,
+        faults: FaultSet,
+    ) -> Self {
         let nfs = if faults.contains("nfs") {
             NfsConfig::hostile()
         } else {
@@ -559,7 +564,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// The same fault aimed at broker `b`.
-    pub fn on_broker(&self, b: usize) -> FaultKind {
+    pub(crate) fn on_broker(&self, b: usize) -> FaultKind {
         match self {
             FaultKind::Crash(_) => FaultKind::Crash(b),
             FaultKind::Pause(_) => FaultKind::Pause(b),
@@ -601,7 +606,7 @@ impl Fault {
 /// The seeded fault timeline: one after another, each healed before the
 /// next, all over before `end`. With crashes enabled, the first fault is a
 /// crash so recovery runs in every seed.
-pub fn schedule(
+pub(crate) fn schedule(
     rng: &mut impl Rng,
     enabled: &FaultSet,
     brokers: u32,
@@ -803,7 +808,7 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> N
 /// restarted: their silence meanwhile is the fault's doing, not a liveness
 /// failure.
 #[derive(Clone, Default)]
-pub struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
+pub(crate) struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
 
 impl Frozen {
     fn set(&self, broker: u32, frozen: bool) {
@@ -849,7 +854,7 @@ pub async fn observe(
 }
 
 /// [`observe`], not counting the time a broker spends frozen by a fault.
-pub async fn observe_with_pauses(
+pub(crate) async fn observe_with_pauses(
     vfs: Arc<dyn Vfs>,
     brokers: u32,
     trace: Trace,

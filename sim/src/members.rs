@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::workload::{Event, PARTITIONS, Session, TOPIC};
 
-pub const MEMBER_GROUP: &str = "sim-members";
+pub(crate) const MEMBER_GROUP: &str = "sim-members";
 const MEMBER_ID_REQUIRED: i16 = 79;
 
 fn text(v: &str) -> StrBytes {

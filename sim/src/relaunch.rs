@@ -14,20 +14,20 @@ use std::process::Command;
 const GUARD: &str = "KAAS_SIM_RELAUNCHED";
 
 /// The workspace root (this crate lives in `<root>/sim`).
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
 /// The target directory of the simulation build.
-pub fn simulation_target_dir() -> PathBuf {
+pub(crate) fn simulation_target_dir() -> PathBuf {
     std::env::var_os("KAAS_SIM_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target").join("madsim"))
 }
 
 /// Adds `--cfg madsim` to the caller's own flags, in whichever variable cargo reads.
-pub fn simulation_rustflags(
+pub(crate) fn simulation_rustflags(
     encoded: Option<OsString>,
     plain: Option<OsString>,
 ) -> (&'static str, OsString) {

@@ -28,13 +28,13 @@ use tokio::time::Instant;
 use crate::client::Client;
 
 pub const TOPIC: &str = "events";
-pub const PARTITIONS: i32 = 3;
-pub const CHURN_TOPIC: &str = "churn";
+pub(crate) const PARTITIONS: i32 = 3;
+pub(crate) const CHURN_TOPIC: &str = "churn";
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// Partitions of the churned topic: one per broker of a default run, so a
 /// deletion touches every broker. Only partition 0 is written and read.
-pub const CHURN_PARTITIONS: i32 = 3;
-pub const GROUP: &str = "sim-group";
+pub(crate) const CHURN_PARTITIONS: i32 = 3;
+pub(crate) const GROUP: &str = "sim-group";
 
 /// What became of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -372,7 +372,7 @@ impl Session {
 
     /// Creates a topic: `Some(id)` once it exists (the id is empty when it
     /// existed already), `None` when that is not known.
-    pub async fn create_topic_id(&mut self, topic: &str, partitions: i32) -> Option<String> {
+    pub(crate) async fn create_topic_id(&mut self, topic: &str, partitions: i32) -> Option<String> {
         let req = CreateTopicsRequest::default()
             .with_topics(vec![
                 CreatableTopic::default()
@@ -546,7 +546,7 @@ impl Session {
     }
 
     /// Forgets the coordinator, so the next call looks it up again.
-    pub fn lost_coordinator(&mut self) {
+    pub(crate) fn lost_coordinator(&mut self) {
         self.coordinator = None;
     }
 
@@ -788,7 +788,7 @@ pub async fn consumer(mut s: Session, until: Duration) {
 /// Deletes and recreates a topic over and over; each incarnation's values
 /// carry its number, and what is read right after a recreate must all be
 /// of that incarnation.
-pub async fn admin(mut s: Session, until: Duration) {
+pub(crate) async fn admin(mut s: Session, until: Duration) {
     let mut incarnation = 0u32;
     while s.now() < until {
         let Some(topic_id) = s.create_topic_id(CHURN_TOPIC, CHURN_PARTITIONS).await else {

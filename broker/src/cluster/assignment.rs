@@ -46,13 +46,13 @@ pub const COORDINATOR_SLOTS: u32 = 16;
 
 /// The placement key of coordinator slot `slot`; not a topic id (those are
 /// UUIDs), so it never collides with a partition.
-pub const COORDINATOR_KEY: &str = "__coordinator";
+pub(crate) const COORDINATOR_KEY: &str = "__coordinator";
 
 /// The cluster id stored on the volume. Every broker settles it at
 /// start-up (`identity::settle`), before its controller agent runs; this
 /// settles it too for callers that skipped that (tests driving an agent
 /// directly).
-pub async fn ensure_cluster_id(vfs: &dyn Vfs, broker: u32) -> io::Result<String> {
+pub(crate) async fn ensure_cluster_id(vfs: &dyn Vfs, broker: u32) -> io::Result<String> {
     match super::identity::read(vfs).await? {
         Some(id) => Ok(id),
         None => super::identity::settle(vfs, broker, None).await,
@@ -74,7 +74,7 @@ impl Assignment {
     }
 
     /// Partitions and coordinator slots, keyed for placement.
-    pub fn as_map(&self) -> BTreeMap<PartitionKey, Leadership> {
+    pub(crate) fn as_map(&self) -> BTreeMap<PartitionKey, Leadership> {
         self.partitions
             .iter()
             .map(|(t, p, l)| ((t.clone(), *p), *l))
@@ -94,7 +94,7 @@ impl Assignment {
     }
 
     /// How many partitions and coordinator slots `broker` leads.
-    pub fn led_by(&self, broker: u32) -> usize {
+    pub(crate) fn led_by(&self, broker: u32) -> usize {
         self.partitions
             .iter()
             .map(|(_, _, l)| l)

@@ -12,12 +12,12 @@ use std::path::PathBuf;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, read_claim};
 
-pub fn claim_path(epoch: u32) -> PathBuf {
+pub(crate) fn claim_path(epoch: u32) -> PathBuf {
     crate::layout::controller_claim(epoch)
 }
 
 /// The newest claimed controller epoch at or above `from` (0: none yet).
-pub async fn newest_epoch(vfs: &dyn Vfs, from: u32) -> io::Result<u32> {
+pub(crate) async fn newest_epoch(vfs: &dyn Vfs, from: u32) -> io::Result<u32> {
     let mut epoch = from;
     while vfs::exists_now(vfs, &claim_path(epoch + 1)).await? {
         epoch += 1;
@@ -43,7 +43,7 @@ pub async fn holder(vfs: &dyn Vfs, epoch: u32, me: &ClaimToken) -> io::Result<Ho
 }
 
 /// Tries to become controller of `epoch`.
-pub async fn try_claim(
+pub(crate) async fn try_claim(
     vfs: &dyn Vfs,
     epoch: u32,
     broker: u32,

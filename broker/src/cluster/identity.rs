@@ -28,7 +28,7 @@ use crate::layout::CLUSTER_DIR;
 
 const KIND: &str = "cluster-id";
 
-pub use crate::layout::identity_dir;
+pub(crate) use crate::layout::identity_dir;
 
 fn id_file() -> PathBuf {
     identity_dir().join("id")
@@ -73,7 +73,7 @@ pub async fn read(vfs: &dyn Vfs) -> io::Result<Option<String>> {
 /// the proposal is `wanted`, else the id an earlier version recorded in
 /// `cluster/id`, else a random one. With `wanted` set, a volume that
 /// belongs to another cluster is an `InvalidInput` error naming both ids.
-pub async fn settle(vfs: &dyn Vfs, broker: u32, wanted: Option<&str>) -> io::Result<String> {
+pub(crate) async fn settle(vfs: &dyn Vfs, broker: u32, wanted: Option<&str>) -> io::Result<String> {
     let id = match read_id(vfs, &id_file()).await? {
         Some(id) => {
             check(&id, wanted)?;
@@ -153,7 +153,7 @@ async fn propose(vfs: &dyn Vfs, broker: u32, proposal: &str) -> io::Result<()> {
 /// be live in another process (`startup::check_id_not_live`): a second
 /// process started with the same id may be proposing right now, and on
 /// another cluster's volume a same-numbered broker owns them.
-pub async fn sweep_own_staging(vfs: &dyn Vfs, broker: u32) -> io::Result<()> {
+pub(crate) async fn sweep_own_staging(vfs: &dyn Vfs, broker: u32) -> io::Result<()> {
     let prefix = staging_prefix(broker);
     for entry in vfs.read_dir(Path::new(CLUSTER_DIR)).await? {
         if entry.name.starts_with(&prefix) {

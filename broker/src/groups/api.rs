@@ -217,7 +217,11 @@ impl Coordinators {
         }
     }
 
-    pub async fn leave_group(&self, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    pub(crate) async fn leave_group(
+        &self,
+        req: LeaveGroupRequest,
+        version: i16,
+    ) -> LeaveGroupResponse {
         let who: Vec<(String, Option<String>)> = if version >= 3 {
             req.members
                 .iter()
@@ -457,7 +461,11 @@ impl Coordinators {
         }
     }
 
-    pub async fn list_groups(&self, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    pub(crate) async fn list_groups(
+        &self,
+        req: ListGroupsRequest,
+        version: i16,
+    ) -> ListGroupsResponse {
         let states: Vec<String> = req
             .states_filter
             .iter()
@@ -484,7 +492,7 @@ impl Coordinators {
         ListGroupsResponse::default().with_groups(out)
     }
 
-    pub async fn describe_groups(
+    pub(crate) async fn describe_groups(
         &self,
         req: DescribeGroupsRequest,
         version: i16,
@@ -509,7 +517,7 @@ impl Coordinators {
         DescribeGroupsResponse::default().with_groups(out)
     }
 
-    pub async fn delete_groups(&self, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    pub(crate) async fn delete_groups(&self, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
         let mut out = Vec::new();
         for id in req.groups_names {
             let error = self.delete_group(id.as_str()).await.err().unwrap_or(0);
@@ -541,7 +549,7 @@ impl Coordinators {
         Ok(())
     }
 
-    pub async fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    pub(crate) async fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
         let group_id = req.group_id.as_str().to_owned();
         let outcome: Result<Vec<OffsetDeleteResponseTopic>, i16> = async {
             let slot: std::sync::Arc<Slot> = self.slot_for(&group_id)?;

@@ -138,7 +138,7 @@ impl Group {
 
     /// A group as a new coordinator finds it on the volume: its members are
     /// given a fresh session from `now`, so they keep their generation.
-    pub fn from_record(r: GroupRecord, now: Instant) -> Self {
+    pub(crate) fn from_record(r: GroupRecord, now: Instant) -> Self {
         let mut g = Group::new(&r.group_id);
         g.generation = r.generation;
         g.protocol_type = r.protocol_type;
@@ -220,7 +220,11 @@ impl Group {
     }
 
     /// Checks `member_id` (and its static instance id) against the group.
-    pub fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+    pub(crate) fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), i16> {
         if let Some(instance) = instance_id {
             let holder = self
                 .members
@@ -524,7 +528,7 @@ impl Group {
     /// Answers every member waiting in SyncGroup: with its assignment once
     /// the generation is persisted, or with `error` (the round is lost and
     /// they rejoin).
-    pub fn release_sync(&mut self, error: i16, now: Instant, initial_delay: Duration) {
+    pub(crate) fn release_sync(&mut self, error: i16, now: Instant, initial_delay: Duration) {
         if error != 0 {
             for m in self.members.values_mut() {
                 if let Some(w) = m.sync_waiter.take() {
@@ -658,7 +662,7 @@ impl Group {
     }
 
     /// May the caller commit offsets with this generation and member?
-    pub fn check_commit(
+    pub(crate) fn check_commit(
         &self,
         member_id: &str,
         instance_id: Option<&str>,
@@ -678,7 +682,7 @@ impl Group {
     }
 
     /// Topics the members subscribed to (consumer protocol only).
-    pub fn subscribed(&self, topic: &str) -> bool {
+    pub(crate) fn subscribed(&self, topic: &str) -> bool {
         use kafka_protocol::messages::ConsumerProtocolSubscription;
         use kafka_protocol::protocol::Decodable;
         if self.protocol_type.as_deref() != Some("consumer") {

@@ -29,7 +29,7 @@ use crate::log::fence::{self, EpochClaims, LeadershipFence};
 use group::Group;
 
 /// The coordinator slot of a group or transactional id.
-pub fn slot_of(key: &str) -> u32 {
+pub(crate) fn slot_of(key: &str) -> u32 {
     crc32c::crc32c(key.as_bytes()) % COORDINATOR_SLOTS
 }
 
@@ -143,7 +143,7 @@ impl Slot {
         })
     }
 
-    pub fn is_fenced(&self) -> bool {
+    pub(crate) fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::Relaxed)
     }
 
@@ -184,7 +184,11 @@ impl Slot {
 
     /// Persists `record` as this epoch's file of the group and confirms the
     /// epoch afterwards. Only then may the caller acknowledge.
-    pub async fn persist(&self, entry: &mut Entry, record: &store::GroupRecord) -> Result<(), i16> {
+    pub(crate) async fn persist(
+        &self,
+        entry: &mut Entry,
+        record: &store::GroupRecord,
+    ) -> Result<(), i16> {
         if self.is_fenced() {
             return Err(code(ResponseError::NotCoordinator));
         }
@@ -327,7 +331,7 @@ impl Coordinators {
 
     /// Drives session timeouts and rebalance deadlines until the process
     /// ends; spawned once per broker.
-    pub async fn run_timers(self: Arc<Self>) {
+    pub(crate) async fn run_timers(self: Arc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(250)).await;
             for s in self.led() {

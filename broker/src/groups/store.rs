@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 use vfs::durable::{Removal, converge_remove};
 
-pub use crate::layout::GROUPS_DIR;
 const KIND: &str = "group";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +54,7 @@ pub struct OffsetRecord {
     pub commit_ms: i64,
 }
 
-pub fn slot_dir(slot: u32) -> PathBuf {
+pub(crate) fn slot_dir(slot: u32) -> PathBuf {
     crate::layout::group_slot(slot)
 }
 
@@ -71,7 +70,7 @@ pub fn path(slot: u32, group_id: &str, epoch: u32) -> PathBuf {
 }
 
 /// `(hash, epoch)` of a group file name; `None` for anything else.
-pub fn parse_name(name: &str) -> Option<(&str, u32)> {
+pub(crate) fn parse_name(name: &str) -> Option<(&str, u32)> {
     let (hash, epoch) = name.split_once('-')?;
     if hash.len() != 32 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -115,7 +114,7 @@ pub async fn load(
 /// Writes this epoch's file of the group, then removes the file it
 /// superseded (an older epoch's). The removal is best effort: a leftover is
 /// older and never read while this one exists.
-pub async fn save(
+pub(crate) async fn save(
     vfs: &dyn Vfs,
     slot: u32,
     epoch: u32,

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 /// Logged whenever a historical path runs; absent from production builds.
-pub const MARK: &str = "kaas-reintroduced-historical-bug";
+pub(crate) const MARK: &str = "kaas-reintroduced-historical-bug";
 
 /// The bugs that can be switched back on.
 pub const BUGS: &[&str] = &[

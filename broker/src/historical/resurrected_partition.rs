@@ -10,7 +10,7 @@ use crate::log::manifest::Manifest;
 
 /// Scenario `resurrected-partition`, before the claim: with the bug on,
 /// "mkdir -p" the partition's directory. Returns whether it is on.
-pub async fn make_dirs_if_on(v: &dyn Vfs, dir: &Path) -> io::Result<bool> {
+pub(crate) async fn make_dirs_if_on(v: &dyn Vfs, dir: &Path) -> io::Result<bool> {
     let on = crate::historical::on("resurrected-partition");
     if on {
         make_dirs(v, dir).await?;
@@ -20,7 +20,7 @@ pub async fn make_dirs_if_on(v: &dyn Vfs, dir: &Path) -> io::Result<bool> {
 
 /// Scenario `resurrected-partition`, after the walk down: with the bug
 /// on, a partition without a manifest gets an empty log.
-pub async fn empty_log_if_missing(
+pub(crate) async fn empty_log_if_missing(
     on: bool,
     previous: Option<Manifest>,
     v: &dyn Vfs,

@@ -14,7 +14,7 @@ use crate::log::staging::Swept;
 /// directory taken for abandoned, on the belief that topics are created one
 /// at a time and never during a sweep, and removed in place, file by file,
 /// under a creator that may be writing it.
-pub async fn remove_every_staging_in_place(vfs: &dyn Vfs, dir: &Path) -> io::Result<Swept> {
+pub(crate) async fn remove_every_staging_in_place(vfs: &dyn Vfs, dir: &Path) -> io::Result<Swept> {
     let mut swept = Swept::default();
     for entry in vfs.read_dir(dir).await? {
         if entry.name.starts_with(STAGING_PREFIX) {

@@ -13,7 +13,7 @@ use crate::log::topic::TopicMeta;
 /// delete in place, a warning if it could not finish, success reported all
 /// the same. A `.nfs` file of a segment still open somewhere keeps the
 /// directory, and nothing ever comes back for it.
-pub async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
+pub(crate) async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     match converge_remove(vfs, &topic_dir(&meta.id)).await {
         Ok(r) if r.is_gone() => {}
         Ok(r) => {

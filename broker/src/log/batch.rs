@@ -9,9 +9,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Bytes before the records: the fixed v2 header.
-pub const HEADER_LEN: usize = 61;
+pub(crate) const HEADER_LEN: usize = 61;
 /// `baseOffset` + `batchLength`: what precedes the length-counted part.
-pub const LOG_OVERHEAD: usize = 12;
+pub(crate) const LOG_OVERHEAD: usize = 12;
 const MAGIC_OFFSET: usize = 16;
 const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
@@ -55,25 +55,17 @@ impl BatchHeader {
     pub fn next_offset(&self) -> i64 {
         self.last_offset() + 1
     }
-
-    pub fn is_transactional(&self) -> bool {
-        self.attributes & 0x10 != 0
-    }
-
-    pub fn is_control(&self) -> bool {
-        self.attributes & 0x20 != 0
-    }
 }
 
 /// Reads the total size of the batch starting at `buf` from its length
 /// field, if at least the first 12 bytes are there.
-pub fn peek_size(buf: &[u8]) -> Option<usize> {
+pub(crate) fn peek_size(buf: &[u8]) -> Option<usize> {
     let len = i32::from_be_bytes(buf.get(8..12)?.try_into().ok()?);
     usize::try_from(len).ok().map(|l| l + LOG_OVERHEAD)
 }
 
 /// Reads the max timestamp from a batch header, if the header is all there.
-pub fn peek_max_timestamp(buf: &[u8]) -> Option<i64> {
+pub(crate) fn peek_max_timestamp(buf: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(buf.get(35..43)?.try_into().ok()?))
 }
 
@@ -230,7 +222,7 @@ pub fn decode_values(batch: &[u8]) -> Option<Vec<Vec<u8>>> {
 
 /// `(offset delta, timestamp)` of every record of an uncompressed batch
 /// (`None` if compressed or malformed): for finding an offset by time.
-pub fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
+pub(crate) fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
     let h = parse(batch).ok()?;
     if h.attributes & 0x07 != 0 {
         return None;

@@ -9,12 +9,12 @@
 use super::manifest::{SegmentMeta, SegmentState};
 
 /// No epoch / no offset, as Kafka answers them.
-pub const UNDEFINED_EPOCH: i32 = -1;
-pub const UNDEFINED_OFFSET: i64 = -1;
+pub(crate) const UNDEFINED_EPOCH: i32 = -1;
+pub(crate) const UNDEFINED_OFFSET: i64 = -1;
 
 /// The first offset of one leader epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpochStart {
+pub(crate) struct EpochStart {
     pub epoch: u32,
     pub start_offset: i64,
 }
@@ -27,7 +27,7 @@ pub struct EpochStart {
 /// same offset. Trimmed at the log start as Kafka's `truncateFromStart`:
 /// of the epochs starting at or before it only the last stays, starting
 /// there.
-pub fn epoch_starts(
+pub(crate) fn epoch_starts(
     segments: &[SegmentMeta],
     high_watermark: i64,
     log_start_offset: i64,
@@ -76,7 +76,7 @@ pub fn epoch_starts(
 /// (the first offset of the next epoch that wrote records) with the
 /// largest known epoch at or below it; the log end for the current epoch;
 /// undefined for an undefined or a future epoch.
-pub fn end_offset_for(starts: &[EpochStart], requested: i32, log_end: i64) -> (i32, i64) {
+pub(crate) fn end_offset_for(starts: &[EpochStart], requested: i32, log_end: i64) -> (i32, i64) {
     let undefined = (UNDEFINED_EPOCH, UNDEFINED_OFFSET);
     if requested == UNDEFINED_EPOCH {
         return undefined;

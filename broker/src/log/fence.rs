@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim};
 
-pub fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
+pub(crate) fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("epoch-{epoch:010}"))
 }
 
@@ -55,7 +55,7 @@ impl LeadershipFence for EpochClaims {
 }
 
 /// Claims epoch `epoch` for `token`; an error says who holds it otherwise.
-pub async fn claim_epoch(
+pub(crate) async fn claim_epoch(
     vfs: &dyn Vfs,
     dir: &Path,
     epoch: u32,
@@ -84,7 +84,12 @@ pub async fn claim_epoch(
 /// Makes sure epoch `epoch` has a claim file, so its leader (if it ever
 /// shows up, or is a zombie of `epoch - 1`) is fenced. Any outcome is fine:
 /// the file exists afterwards.
-pub async fn fence_epoch(vfs: &dyn Vfs, dir: &Path, epoch: u32, by: &ClaimToken) -> io::Result<()> {
+pub(crate) async fn fence_epoch(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    epoch: u32,
+    by: &ClaimToken,
+) -> io::Result<()> {
     claim(vfs, &epoch_path(dir, epoch), by, b"fenced")
         .await
         .map(|_| ())

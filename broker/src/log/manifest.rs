@@ -7,7 +7,6 @@
 //! reads the newest manifest below its own epoch, and older epochs'
 //! manifests are ignored by construction.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +18,7 @@ use super::producers::ProducerState;
 const KIND: &str = "partition-manifest";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub topic_id: String,
     pub partition: u32,
     /// The leader epoch that wrote this manifest (also in its file name).
@@ -32,7 +31,7 @@ pub struct Manifest {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SegmentMeta {
+pub(crate) struct SegmentMeta {
     pub base_offset: i64,
     pub epoch: u32,
     pub state: SegmentState,
@@ -44,7 +43,7 @@ pub struct SegmentMeta {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SegmentState {
+pub(crate) enum SegmentState {
     /// Nothing past `end_position` belongs to the log, whatever the file holds.
     Sealed {
         end_position: u64,
@@ -64,10 +63,6 @@ impl SegmentMeta {
     pub fn file_name(&self) -> String {
         segment_file(self.base_offset, self.epoch, "log")
     }
-
-    pub fn is_active(&self) -> bool {
-        matches!(self.state, SegmentState::Active { .. })
-    }
 }
 
 pub fn segment_file(base_offset: i64, epoch: u32, ext: &str) -> String {
@@ -81,13 +76,13 @@ pub fn parse_segment_file(name: &str) -> Option<(i64, u32, &str)> {
     Some((base.parse().ok()?, epoch.parse().ok()?, ext))
 }
 
-pub fn manifest_path(dir: &Path, epoch: u32) -> PathBuf {
+pub(crate) fn manifest_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("manifest-{epoch:010}"))
 }
 
 impl Manifest {
     /// The manifest a new partition starts with (epoch 0, no segments).
-    pub fn initial(topic_id: &str, partition: u32) -> Self {
+    pub(crate) fn initial(topic_id: &str, partition: u32) -> Self {
         Self {
             topic_id: topic_id.to_owned(),
             partition,
@@ -127,17 +122,6 @@ impl Manifest {
         }
         Ok(manifest)
     }
-}
-
-/// Total bytes of sealed segments, by base offset (for retention by size).
-pub fn sealed_sizes(m: &Manifest) -> BTreeMap<i64, u64> {
-    m.segments
-        .iter()
-        .filter_map(|s| match s.state {
-            SegmentState::Sealed { end_position, .. } => Some((s.base_offset, end_position)),
-            SegmentState::Active { .. } => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]

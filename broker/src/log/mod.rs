@@ -23,4 +23,4 @@ pub mod staging;
 pub mod topic;
 pub mod topic_config;
 
-pub use partition::{Appended, LogConfig, LogError, PartitionLog, ReadResult, TimestampOffset};
+pub use partition::{LogConfig, LogError, PartitionLog};

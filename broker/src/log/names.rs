@@ -30,7 +30,7 @@ fn path(name: &str, generation: u32) -> PathBuf {
 
 /// The outcome of [`claim_name`].
 #[derive(Debug, PartialEq, Eq)]
-pub enum NameClaim {
+pub(crate) enum NameClaim {
     Won,
     /// Held for this topic id.
     Taken(String),
@@ -64,7 +64,7 @@ async fn exists(vfs: &dyn Vfs, name: &str, g: u32) -> io::Result<bool> {
 }
 
 /// Claims `name` for topic `id`.
-pub async fn claim_name(
+pub(crate) async fn claim_name(
     vfs: &dyn Vfs,
     name: &str,
     id: &str,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::BatchHeader;
 
 /// How many recent batches per producer Kafka keeps for duplicate detection.
-pub const RECENT_BATCHES: usize = 5;
+pub(crate) const RECENT_BATCHES: usize = 5;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerState {
@@ -52,7 +52,8 @@ impl ProducerState {
 
     /// The base offset a batch got the first time, if it is a retry of one
     /// of the producer's recent batches.
-    pub fn duplicate_of(&self, h: &BatchHeader) -> Option<i64> {
+    #[cfg(test)]
+    pub(crate) fn duplicate_of(&self, h: &BatchHeader) -> Option<i64> {
         let entry = self.producers.get(&h.producer_id)?;
         if entry.epoch != h.producer_epoch {
             return None;
@@ -106,7 +107,8 @@ impl ProducerState {
         }
     }
 
-    pub fn last_sequence(&self, producer_id: i64) -> Option<(i16, i32)> {
+    #[cfg(test)]
+    pub(crate) fn last_sequence(&self, producer_id: i64) -> Option<(i16, i32)> {
         let e = self.producers.get(&producer_id)?;
         e.recent.last().map(|(_, last, _)| (e.epoch, *last))
     }

@@ -14,7 +14,7 @@ const CHUNK: usize = 1 << 20;
 /// One entry of the sparse index: the batch starting at `position` has base
 /// offset `offset`; `max_timestamp` covers every batch before the next entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     pub offset: i64,
     pub position: u64,
     pub max_timestamp: i64,
@@ -22,7 +22,7 @@ pub struct IndexEntry {
 
 /// The sparse offset and time index of one segment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SegmentIndex {
+pub(crate) struct SegmentIndex {
     pub entries: Vec<IndexEntry>,
     interval: u64,
     last_indexed: Option<u64>,
@@ -55,7 +55,7 @@ impl SegmentIndex {
     }
 
     /// Where to start scanning for `offset`: the last entry at or before it.
-    pub fn position_for(&self, offset: i64) -> u64 {
+    pub(crate) fn position_for(&self, offset: i64) -> u64 {
         let i = self.entries.partition_point(|e| e.offset <= offset);
         if i == 0 {
             0
@@ -65,7 +65,7 @@ impl SegmentIndex {
     }
 
     /// The first entry whose batches may hold a timestamp `>= ts`.
-    pub fn position_for_timestamp(&self, ts: i64) -> Option<u64> {
+    pub(crate) fn position_for_timestamp(&self, ts: i64) -> Option<u64> {
         self.entries
             .iter()
             .find(|e| e.max_timestamp >= ts)
@@ -111,7 +111,7 @@ impl SegmentIndex {
 
 /// Where a walk over a segment stopped.
 #[derive(Debug)]
-pub struct Scan {
+pub(crate) struct Scan {
     /// End of the last valid batch.
     pub end_position: u64,
     pub next_offset: i64,
@@ -128,7 +128,7 @@ pub struct Scan {
 /// `next_offset` starts) to the end of the file or `limit`, stopping at the
 /// first batch that is incomplete, fails its CRC, or does not continue the
 /// offsets: what follows is a torn tail or a fenced writer's late bytes.
-pub async fn scan(
+pub(crate) async fn scan(
     file: &dyn VfsFile,
     mut position: u64,
     mut next_offset: i64,
@@ -195,7 +195,7 @@ pub async fn scan(
 /// The first whole batch from `position` (a batch boundary) up to `limit`
 /// whose max timestamp is at least `ts`. Only headers are read until one
 /// matches; a short read (a file shorter than its sealed end) ends the walk.
-pub async fn first_batch_reaching(
+pub(crate) async fn first_batch_reaching(
     file: &dyn VfsFile,
     mut position: u64,
     limit: u64,

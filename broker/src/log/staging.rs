@@ -30,7 +30,7 @@ use vfs::durable::converge_remove;
 
 use crate::cluster::assignment::BrokerEntry;
 
-pub use crate::layout::{STAGING_PREFIX, TOMBSTONE_PREFIX};
+pub(crate) use crate::layout::{STAGING_PREFIX, TOMBSTONE_PREFIX};
 
 /// The process building a staging directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Creator {
     }
 
     /// Whether the assignment's live brokers include this very process.
-    pub fn is_live(&self, live: &BTreeMap<u32, BrokerEntry>) -> bool {
+    pub(crate) fn is_live(&self, live: &BTreeMap<u32, BrokerEntry>) -> bool {
         live.get(&self.broker)
             .is_some_and(|e| e.incarnation == self.incarnation)
     }
@@ -54,7 +54,7 @@ impl Creator {
 
 /// The creator named by a staging entry; `None` for a name without one
 /// (written by a kaas from before the rule) or not a staging name at all.
-pub fn creator_of(entry: &str) -> Option<Creator> {
+pub(crate) fn creator_of(entry: &str) -> Option<Creator> {
     let rest = entry.strip_prefix(STAGING_PREFIX)?;
     let (_, who) = rest.rsplit_once('@')?;
     let (broker, incarnation) = who.split_once('.')?;
@@ -65,12 +65,12 @@ pub fn creator_of(entry: &str) -> Option<Creator> {
 }
 
 /// The staging path of topic `id` built by `creator`.
-pub fn topic_staging(topics_dir: &Path, id: &str, creator: &Creator) -> PathBuf {
+pub(crate) fn topic_staging(topics_dir: &Path, id: &str, creator: &Creator) -> PathBuf {
     topics_dir.join(format!("{STAGING_PREFIX}{id}{}", creator.suffix()))
 }
 
 /// The staging path of partition `p` of the topic in `topic_dir`.
-pub fn partition_staging(topic_dir: &Path, p: u32, creator: &Creator) -> PathBuf {
+pub(crate) fn partition_staging(topic_dir: &Path, p: u32, creator: &Creator) -> PathBuf {
     topic_dir.join(format!(
         "{STAGING_PREFIX}{p}-{:016x}{}",
         madsim::rand::random::<u64>(),

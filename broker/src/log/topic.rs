@@ -34,7 +34,8 @@ use super::manifest::Manifest;
 use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
 use crate::cluster::assignment::BrokerEntry;
 
-pub use crate::layout::{NAMES_DIR, TOPICS_DIR, partition_dir, topic_dir};
+pub(crate) use crate::layout::TOPICS_DIR;
+pub use crate::layout::{partition_dir, topic_dir};
 /// How often a create starts over with a fresh staging directory after a
 /// sweeper took its staging (its creator looked gone: paused past the
 /// grace, say).
@@ -61,7 +62,7 @@ pub enum TopicError {
 }
 
 /// Kafka's rules: 1 to 249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
-pub fn validate_name(name: &str) -> Result<(), TopicError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), TopicError> {
     let bad = |why| Err(TopicError::InvalidName(name.to_owned(), why));
     if name.is_empty() || name.len() > 249 {
         return bad("must be 1 to 249 characters");
@@ -79,7 +80,7 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
 }
 
 /// A random topic id in UUID form, from the runtime's (seeded) RNG.
-pub fn new_topic_id() -> String {
+pub(crate) fn new_topic_id() -> String {
     let v: u128 = madsim::rand::random();
     // Version 4, variant 1, as Kafka's Uuid.randomUuid() produces.
     let v = (v & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
@@ -97,7 +98,7 @@ pub fn new_topic_id() -> String {
 /// The creator of topics made outside a broker process (tests, tools):
 /// never live in an assignment, so a controller may sweep its staging
 /// directories after the grace.
-pub const TOOL: Creator = Creator {
+pub(crate) const TOOL: Creator = Creator {
     broker: u32::MAX,
     incarnation: 0,
 };
@@ -354,7 +355,7 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
 /// the path, while the controller's sweep ([`reap_tombstones`]) finds
 /// tombstones through a directory listing that NFS may serve stale for up
 /// to a minute.
-pub async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
+pub(crate) async fn reap_tombstone(vfs: &dyn Vfs, id: &str, attempts: u32) -> bool {
     let path = crate::layout::tombstone(id);
     for attempt in 1..=attempts {
         match converge_remove(vfs, &path).await {
@@ -410,7 +411,7 @@ pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> 
 
 /// A topic's meta, with `partitions` counting partitions added after its
 /// creation too.
-pub async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
+pub(crate) async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
     let path = topic_dir(id).join("topic.meta");
     let mut meta: TopicMeta = crate::stored::read_json(vfs, &path, META_KIND)
         .await?
@@ -438,7 +439,7 @@ async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result
 /// not at all; a partition someone else added meanwhile is left as it is.
 /// `live` (the assignment's brokers) decides which partition stagings of
 /// other adders are abandoned (see `sweep_partition_stagings`).
-pub async fn add_partitions(
+pub(crate) async fn add_partitions(
     vfs: &dyn Vfs,
     creator: &Creator,
     live: &BTreeMap<u32, BrokerEntry>,

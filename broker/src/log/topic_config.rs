@@ -17,7 +17,7 @@ use vfs::durable::{Claim, ClaimToken, claim, read_claim};
 use super::topic::topic_dir;
 
 /// The topic configs kaas honours, with Kafka's defaults.
-pub const DEFAULTS: &[(&str, &str)] = &[
+pub(crate) const DEFAULTS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
     ("max.message.bytes", "1048588"),
     ("retention.bytes", "-1"),
@@ -25,7 +25,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("segment.bytes", "1073741824"),
 ];
 
-pub type Overrides = BTreeMap<String, String>;
+pub(crate) type Overrides = BTreeMap<String, String>;
 
 /// Checks one setting; `Err` says why it is refused.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
@@ -46,7 +46,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
 }
 
 /// The effective value of every known config, and whether it is a default.
-pub fn effective(overrides: &Overrides) -> Vec<(String, String, bool)> {
+pub(crate) fn effective(overrides: &Overrides) -> Vec<(String, String, bool)> {
     DEFAULTS
         .iter()
         .map(|(k, d)| match overrides.get(*k) {
@@ -56,7 +56,7 @@ pub fn effective(overrides: &Overrides) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-pub fn get_i64(overrides: &Overrides, name: &str) -> i64 {
+pub(crate) fn get_i64(overrides: &Overrides, name: &str) -> i64 {
     overrides
         .get(name)
         .map(String::as_str)

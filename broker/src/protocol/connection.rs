@@ -49,7 +49,7 @@ pub trait Handler: Send + Sync + 'static {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Close(pub String);
 
-pub async fn serve_connection<S>(
+pub(crate) async fn serve_connection<S>(
     stream: S,
     peer: String,
     handler: Arc<dyn Handler>,
@@ -97,7 +97,7 @@ pub async fn serve_connection<S>(
 
 /// Decodes one request frame and produces its response frame (`None` when
 /// the request expects no response).
-pub async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes>, Close> {
+pub(crate) async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes>, Close> {
     if frame.len() < 8 {
         return Err(Close(format!(
             "{}-byte frame is too short for a request header",

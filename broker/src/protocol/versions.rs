@@ -9,7 +9,7 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
 /// `(api, min, max)` served today.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
     // v7 adds MAX_TIMESTAMP (-3); v8 and v9 add the tiered-storage timestamps
@@ -41,7 +41,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
-pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
+pub(crate) fn supported(api: ApiKey) -> Option<(i16, i16)> {
     SUPPORTED
         .iter()
         .find(|(k, _, _)| *k == api)
@@ -68,7 +68,7 @@ fn ranges() -> Vec<ApiVersion> {
 /// KIP-511 fallback: the caller encodes the response as v0, with
 /// UNSUPPORTED_VERSION and the ranges, so the client can retry with a
 /// version both sides know. Returns the response and the version to encode.
-pub fn api_versions(requested: i16) -> (ApiVersionsResponse, i16) {
+pub(crate) fn api_versions(requested: i16) -> (ApiVersionsResponse, i16) {
     let response = ApiVersionsResponse::default().with_api_keys(ranges());
     if is_supported(ApiKey::ApiVersions, requested) {
         (response, requested)

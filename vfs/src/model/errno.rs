@@ -54,7 +54,7 @@ impl Errno {
         }
     }
 
-    pub fn to_io(self, host: u32, op: &str, path: &str) -> io::Error {
+    pub(crate) fn to_io(self, host: u32, op: &str, path: &str) -> io::Error {
         io::Error::new(
             self.kind(),
             format!("{op} {path} (nfs host {host}): {}", self.name()),

@@ -35,7 +35,7 @@ impl PageBuf {
 
     /// Adds a write of `bytes` at `at`; false if it does not touch the span
     /// (the client must then send the old span first).
-    pub fn absorb(&mut self, at: usize, bytes: &[u8]) -> bool {
+    pub(crate) fn absorb(&mut self, at: usize, bytes: &[u8]) -> bool {
         let end = at + bytes.len();
         if self.lo != self.hi && (end < self.lo || at > self.hi) {
             return false;
@@ -68,7 +68,7 @@ pub(crate) struct CachedFile {
 }
 
 impl CachedFile {
-    pub fn has_dirty(&self) -> bool {
+    pub(crate) fn has_dirty(&self) -> bool {
         !self.dirty.is_empty()
     }
 }
@@ -88,37 +88,37 @@ pub(crate) struct Host {
 }
 
 impl Host {
-    pub fn next_incarnation(&self) -> Self {
+    pub(crate) fn next_incarnation(&self) -> Self {
         Self {
             incarnation: self.incarnation + 1,
             ..Self::default()
         }
     }
 
-    pub fn is_open(&self, id: u64) -> bool {
+    pub(crate) fn is_open(&self, id: u64) -> bool {
         self.files.get(&id).is_some_and(|f| f.opens > 0)
     }
 
     /// Forgets what this host knew about a directory's names.
-    pub fn purge_dir(&mut self, id: u64) {
+    pub(crate) fn purge_dir(&mut self, id: u64) {
         self.dentries.remove(&id);
         self.listings.remove(&id);
     }
 
-    pub fn set_dentry(&mut self, dir: Fh, name: &str, target: Option<Fh>) {
+    pub(crate) fn set_dentry(&mut self, dir: Fh, name: &str, target: Option<Fh>) {
         self.dentries
             .entry(dir.id)
             .or_default()
             .insert(name.to_owned(), target);
     }
 
-    pub fn silly_name(&mut self, id: u64) -> String {
+    pub(crate) fn silly_name(&mut self, id: u64) -> String {
         self.silly_counter += 1;
         format!(".nfs{id:016x}{:08x}", self.silly_counter)
     }
 
     /// True if `dir/name` is a `.nfs` file this host still has open.
-    pub fn holds_silly(&self, dir: Fh, name: &str) -> bool {
+    pub(crate) fn holds_silly(&self, dir: Fh, name: &str) -> bool {
         self.silly
             .iter()
             .any(|(id, (d, n))| *d == dir && n == name && self.is_open(*id))

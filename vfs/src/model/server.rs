@@ -150,7 +150,7 @@ impl Server {
         }
     }
 
-    pub fn getattr(&self, fh: Fh) -> Result<Attr, Errno> {
+    pub(crate) fn getattr(&self, fh: Fh) -> Result<Attr, Errno> {
         let inode = self.inode(fh)?;
         let (kind, size) = match &inode.body {
             Body::File(f) => (FileKind::File, f.data.len() as u64),
@@ -167,7 +167,7 @@ impl Server {
         self.dir(dir)?.get(name).copied().ok_or(Errno::NoEnt)
     }
 
-    pub fn readdir(&self, dir: Fh) -> Result<Vec<(String, FileKind)>, Errno> {
+    pub(crate) fn readdir(&self, dir: Fh) -> Result<Vec<(String, FileKind)>, Errno> {
         Ok(self
             .dir(dir)?
             .iter()
@@ -389,7 +389,7 @@ impl Server {
         }
     }
 
-    pub fn open_state(&mut self, id: u64, delta: i64) {
+    pub(crate) fn open_state(&mut self, id: u64, delta: i64) {
         let n = self.open_state.entry(id).or_default();
         *n = (i64::from(*n) + delta).max(0) as u32;
         if *n == 0 {
@@ -455,12 +455,12 @@ impl Server {
         self.used
     }
 
-    pub fn next_inode(&self) -> u64 {
+    pub(crate) fn next_inode(&self) -> u64 {
         self.next_id
     }
 
     /// Every path with its inode number.
-    pub fn walk_ids(&self) -> Vec<(String, u64)> {
+    pub(crate) fn walk_ids(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
         let mut stack = vec![(ROOT, String::new())];
         while let Some((dir, prefix)) = stack.pop() {

@@ -178,7 +178,7 @@ impl World {
     }
 
     /// Memory pressure: one host sends a random subset of its dirty pages.
-    pub fn after_op(&mut self) {
+    pub(crate) fn after_op(&mut self) {
         let p = self.config.faults.writeback_probability;
         if !self.chance(p) {
             return;
@@ -471,7 +471,7 @@ impl World {
 
     /// First part of a rename. If the target is open on this host, its first
     /// step (silly-renaming the target) is done here and `two_step` is set.
-    pub fn rename_begin(&mut self, h: u32, from: &str, to: &str) -> R<RenamePlan> {
+    pub(crate) fn rename_begin(&mut self, h: u32, from: &str, to: &str) -> R<RenamePlan> {
         let (from_dir, from_name) = self.resolve_parent(h, from)?;
         let (to_dir, to_name) = self.resolve_parent(h, to)?;
         let source = self
@@ -503,7 +503,7 @@ impl World {
         hit
     }
 
-    pub fn rename_finish(&mut self, h: u32, plan: &RenamePlan) -> R<()> {
+    pub(crate) fn rename_finish(&mut self, h: u32, plan: &RenamePlan) -> R<()> {
         let dirs = [plan.from_dir, plan.to_dir];
         let (from_wcc, to_wcc) = self.dir_call(h, &dirs, Some(Errno::NoEnt), |s| {
             s.rename(plan.from_dir, &plan.from, plan.to_dir, &plan.to)
@@ -758,7 +758,7 @@ impl World {
         self.commit_file(h, fh.id)
     }
 
-    pub fn fstat(&mut self, h: u32, inc: u32, fh: Fh) -> R<Metadata> {
+    pub(crate) fn fstat(&mut self, h: u32, inc: u32, fh: Fh) -> R<Metadata> {
         self.live_file(h, inc, fh)?;
         let attr = self.getattr(h, fh)?;
         Ok(Metadata {

@@ -243,7 +243,7 @@ impl PartitionLog {
 
     /// Applies a topic's current size and retention settings (they take
     /// effect at the next roll and the next retention pass).
-    pub fn set_limits(
+    pub(crate) fn set_limits(
         &self,
         segment_bytes: u64,
         retention_ms: Option<i64>,
@@ -257,7 +257,7 @@ impl PartitionLog {
 
     /// Whether the log stopped in this epoch (fenced, or a flush failed and
     /// the file's tail is unknown); a new epoch is needed to go on.
-    pub fn has_stopped(&self) -> bool {
+    pub(crate) fn has_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
