@@ -18,7 +18,7 @@ use vfs::durable::ClaimToken;
 
 use super::assignment::{self, Assignment, AssignmentReader, BrokerEntry};
 use super::election::{self, Holder};
-use super::placement::{self, PartitionKey};
+use super::placement::{self, Leadership, PartitionKey};
 use crate::heartbeat;
 use crate::layout::BROKERS_DIR;
 use crate::log::topic;
@@ -187,8 +187,58 @@ impl ControllerAgent {
     async fn act_as_controller(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
         let v = self.vfs.clone();
         let previous = self.reader.refresh(v.as_ref()).await?.cloned();
-        let live: BTreeSet<u32> = self
-            .seen
+        let live = self.live_brokers(now);
+        if live.is_empty() {
+            // Nobody to lead anything (this controller is leaving, alone):
+            // the last assignment, naming the processes that held the
+            // partitions, stays as it is for whoever starts next.
+            return Ok(Role::Controller { epoch });
+        }
+        let partitions = self.known_partitions(now).await?;
+        let brokers = self.entries(&live);
+        let placed = self.place(previous.as_ref(), &live, &brokers, &partitions);
+        let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
+            Some(id) if !id.is_empty() => id,
+            _ => assignment::ensure_cluster_id(v.as_ref(), self.broker).await?,
+        };
+        let unchanged = previous.as_ref().is_some_and(|p| {
+            p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
+        });
+        if unchanged {
+            return Ok(Role::Controller { epoch });
+        }
+        // Still the newest controller? A newer one makes this write moot
+        // (readers ignore older epochs), so skip it.
+        if election::newest_epoch(v.as_ref(), epoch).await? != epoch {
+            return Ok(Role::Follower {
+                epoch,
+                controller: None,
+            });
+        }
+        let version = match &previous {
+            Some(p) if p.controller_epoch == epoch => p.version + 1,
+            _ => 1,
+        };
+        let (slots, topics): (Vec<_>, Vec<_>) = placed
+            .into_iter()
+            .partition(|((t, _), _)| t == assignment::COORDINATOR_KEY);
+        let next = Assignment {
+            controller_epoch: epoch,
+            version,
+            controller: self.broker,
+            brokers,
+            partitions: topics.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
+            cluster_id,
+            coordinators: slots.into_iter().map(|((_, s), l)| (s, l)).collect(),
+        };
+        assignment::write(v.as_ref(), &next).await?;
+        Ok(Role::Controller { epoch })
+    }
+
+    /// The brokers to place leaders on: every live one, this one unless it
+    /// is leaving.
+    fn live_brokers(&self, now: Instant) -> BTreeSet<u32> {
+        self.seen
             .keys()
             .copied()
             .filter(|&b| {
@@ -198,30 +248,26 @@ impl ControllerAgent {
                     self.is_live(b, now)
                 }
             })
-            .collect();
-        if live.is_empty() {
-            // Nobody to lead anything (this controller is leaving, alone):
-            // the last assignment, naming the processes that held the
-            // partitions, stays as it is for whoever starts next.
-            return Ok(Role::Controller { epoch });
-        }
-        let partitions = match &self.partitions {
-            Some((at, p)) if now.duration_since(*at) < LIST_TOPICS_EVERY => p.clone(),
+            .collect()
+    }
+
+    /// Every topic partition on the volume, listed at most every
+    /// `LIST_TOPICS_EVERY`.
+    async fn known_partitions(&mut self, now: Instant) -> io::Result<BTreeSet<PartitionKey>> {
+        match &self.partitions {
+            Some((at, p)) if now.duration_since(*at) < LIST_TOPICS_EVERY => Ok(p.clone()),
             _ => {
-                let p = list_partitions(v.as_ref()).await?;
+                let p = list_partitions(self.vfs.as_ref()).await?;
                 self.partitions = Some((now, p.clone()));
-                p
+                Ok(p)
             }
-        };
-        let slots: BTreeSet<PartitionKey> = (0..assignment::COORDINATOR_SLOTS)
-            .map(|s| (assignment::COORDINATOR_KEY.to_owned(), s))
-            .collect();
-        let prev_map = previous
-            .as_ref()
-            .map(Assignment::as_map)
-            .unwrap_or_default();
-        let brokers: BTreeMap<u32, BrokerEntry> = live
-            .iter()
+        }
+    }
+
+    /// The assignment's broker table: where clients reach each live broker
+    /// and which process (incarnation) it is.
+    fn entries(&self, live: &BTreeSet<u32>) -> BTreeMap<u32, BrokerEntry> {
+        live.iter()
             .filter_map(|b| {
                 self.seen.get(b).map(|s| {
                     let entry = BrokerEntry {
@@ -231,7 +277,23 @@ impl ControllerAgent {
                     (*b, entry)
                 })
             })
+            .collect()
+    }
+
+    /// Leaders for every partition and coordinator slot, spread evenly each
+    /// on their own; a restarted broker's leaderships get new epochs, and a
+    /// leader that reports it can never hold its epoch gets the next.
+    fn place(
+        &self,
+        previous: Option<&Assignment>,
+        live: &BTreeSet<u32>,
+        brokers: &BTreeMap<u32, BrokerEntry>,
+        partitions: &BTreeSet<PartitionKey>,
+    ) -> BTreeMap<PartitionKey, Leadership> {
+        let slots: BTreeSet<PartitionKey> = (0..assignment::COORDINATOR_SLOTS)
+            .map(|s| (assignment::COORDINATOR_KEY.to_owned(), s))
             .collect();
+        let prev_map = previous.map(Assignment::as_map).unwrap_or_default();
         let restarted: BTreeSet<u32> = previous
             .iter()
             .flat_map(|p| p.brokers.iter())
@@ -242,11 +304,9 @@ impl ControllerAgent {
             })
             .map(|(b, _)| *b)
             .collect();
-        // Partitions and coordinator slots are spread evenly each on their own.
-        let mut placed = placement::place(&prev_map, &live, &restarted, &partitions);
-        placed.extend(placement::place(&prev_map, &live, &restarted, &slots));
-        // A leader that reports it can never hold its epoch gets the next.
-        for b in &live {
+        let mut placed = placement::place(&prev_map, live, &restarted, partitions);
+        placed.extend(placement::place(&prev_map, live, &restarted, &slots));
+        for b in live {
             for (key, index, epoch) in self.seen.get(b).map_or(&[][..], |s| &s.stuck[..]) {
                 if let Some(l) = placed.get_mut(&(key.clone(), *index)) {
                     if l.leader == *b && l.leader_epoch == *epoch {
@@ -255,41 +315,7 @@ impl ControllerAgent {
                 }
             }
         }
-        let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
-            Some(id) if !id.is_empty() => id,
-            _ => assignment::ensure_cluster_id(v.as_ref(), self.broker).await?,
-        };
-        let unchanged = previous.as_ref().is_some_and(|p| {
-            p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
-        });
-        if !unchanged {
-            // Still the newest controller? A newer one makes this write moot
-            // (readers ignore older epochs), so skip it.
-            if election::newest_epoch(v.as_ref(), epoch).await? != epoch {
-                return Ok(Role::Follower {
-                    epoch,
-                    controller: None,
-                });
-            }
-            let version = match &previous {
-                Some(p) if p.controller_epoch == epoch => p.version + 1,
-                _ => 1,
-            };
-            let (slots, topics): (Vec<_>, Vec<_>) = placed
-                .into_iter()
-                .partition(|((t, _), _)| t == assignment::COORDINATOR_KEY);
-            let next = Assignment {
-                controller_epoch: epoch,
-                version,
-                controller: self.broker,
-                brokers,
-                partitions: topics.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
-                cluster_id,
-                coordinators: slots.into_iter().map(|((_, s), l)| (s, l)).collect(),
-            };
-            assignment::write(v.as_ref(), &next).await?;
-        }
-        Ok(Role::Controller { epoch })
+        placed
     }
 
     async fn observe_heartbeats(&mut self, now: Instant) -> io::Result<()> {
