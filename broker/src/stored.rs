@@ -1,5 +1,7 @@
-//! Metadata files as JSON inside the checksummed envelope, replaced
-//! atomically: the one format every kaas metadata file uses.
+//! Metadata files inside the checksummed envelope, replaced atomically:
+//! the one format every kaas metadata file uses. Most payloads are JSON
+//! (`write_json`, `read_json`); the cluster id is its bare bytes
+//! (`write_bytes`, `read_bytes`).
 
 use std::io;
 use std::path::Path;
@@ -17,7 +19,33 @@ pub(crate) async fn write_json<T: Serialize>(
     value: &T,
 ) -> io::Result<()> {
     let json = serde_json::to_vec(value).map_err(io::Error::other)?;
-    atomic_replace(vfs, path, seal(kind, &json)).await
+    write_bytes(vfs, path, kind, &json).await
+}
+
+/// Replaces `path` with `payload` (temp, fsync, rename).
+pub(crate) async fn write_bytes(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kind: &str,
+    payload: &[u8],
+) -> io::Result<()> {
+    atomic_replace(vfs, path, seal(kind, payload)).await
+}
+
+/// Reads `path`'s payload by a fresh open; `Ok(None)` if it does not
+/// exist. A torn or foreign file is an `InvalidData` error naming the path.
+pub(crate) async fn read_bytes(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kind: &str,
+) -> io::Result<Option<Vec<u8>>> {
+    let bytes = match vfs::read_file(vfs, path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let payload = open_envelope(kind, &bytes).map_err(|e| e.at(path.display()))?;
+    Ok(Some(payload.to_vec()))
 }
 
 /// Reads `path` by a fresh open; `Ok(None)` if it does not exist. A torn,
@@ -27,13 +55,10 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     path: &Path,
     kind: &str,
 ) -> io::Result<Option<T>> {
-    let bytes = match vfs::read_file(vfs, path).await {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let Some(payload) = read_bytes(vfs, path, kind).await? else {
+        return Ok(None);
     };
-    let payload = open_envelope(kind, &bytes).map_err(|e| e.at(path.display()))?;
-    serde_json::from_slice(payload)
+    serde_json::from_slice(&payload)
         .map(Some)
         .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))
 }

@@ -22,9 +22,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use vfs::Vfs;
-use vfs::durable::{EnvelopeError, atomic_replace, converge_remove, open_envelope, seal};
+use vfs::durable::converge_remove;
 
 use crate::layout::CLUSTER_DIR;
+use crate::stored;
 
 const KIND: &str = "cluster-id";
 
@@ -43,20 +44,17 @@ fn staging_prefix(broker: u32) -> String {
 }
 
 async fn read_id(vfs: &dyn Vfs, path: &Path) -> io::Result<Option<String>> {
-    match vfs::read_file(vfs, path).await {
-        Ok(bytes) => {
-            let payload = open_envelope(KIND, &bytes).map_err(|e: EnvelopeError| {
-                let e = e.at(path.display());
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the volume's cluster id is unreadable: {e}"),
-                )
-            })?;
-            Ok(Some(String::from_utf8_lossy(payload).into_owned()))
+    let payload = stored::read_bytes(vfs, path, KIND).await.map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidData {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the volume's cluster id is unreadable: {e}"),
+            )
+        } else {
+            e
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    })?;
+    Ok(payload.map(|p| String::from_utf8_lossy(&p).into_owned()))
 }
 
 /// The cluster id the volume records, if one was decided (fresh read). A
@@ -122,7 +120,7 @@ async fn propose(vfs: &dyn Vfs, broker: u32, proposal: &str) -> io::Result<()> {
         madsim::rand::random::<u64>()
     ));
     vfs.mkdir(&staging).await?;
-    let staged = atomic_replace(vfs, &staging.join("id"), seal(KIND, proposal.as_bytes())).await;
+    let staged = stored::write_bytes(vfs, &staging.join("id"), KIND, proposal.as_bytes()).await;
     let placed = match staged {
         Ok(()) => vfs.rename(&staging, &identity_dir()).await,
         Err(e) => Err(e),
@@ -229,7 +227,7 @@ mod tests {
     #[tokio::test]
     async fn a_volume_of_an_earlier_version_keeps_its_id() {
         let vfs = volume().await;
-        atomic_replace(vfs.as_ref(), &legacy_file(), seal(KIND, b"0123abcd"))
+        stored::write_bytes(vfs.as_ref(), &legacy_file(), KIND, b"0123abcd")
             .await
             .unwrap();
         assert_eq!(
@@ -250,7 +248,7 @@ mod tests {
         let vfs = volume().await;
         let left = Path::new(CLUSTER_DIR).join(".identity-3-00000000000000aa");
         vfs.mkdir(&left).await.unwrap();
-        atomic_replace(vfs.as_ref(), &left.join("id"), seal(KIND, b"x"))
+        stored::write_bytes(vfs.as_ref(), &left.join("id"), KIND, b"x")
             .await
             .unwrap();
         let other = Path::new(CLUSTER_DIR).join(".identity-4-00000000000000bb");
