@@ -36,12 +36,14 @@ pub struct Args {
     #[arg(long, alias = "duration-secs", default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..))]
     pub duration: u64,
 
-    /// Faults to inject: `all`, `none`, or a comma-separated list of
-    /// crash, pause, isolate, cut, nfs-restart, clock (per-broker wall-clock
-    /// skew and jumps), nfs (the model NFS's own faults: lost replies, EIO,
-    /// ENOSPC, write-back, stalls, ...).
-    #[arg(long, default_value = "all", value_parser = parse_faults)]
-    pub faults: FaultSet,
+    /// Faults to inject, the same in every seed: `all`, `none`, or a
+    /// comma-separated list of crash, pause, isolate, cut, nfs-restart, clock
+    /// (per-broker wall-clock skew and jumps), nfs (the model NFS's own
+    /// faults: lost replies, EIO, ENOSPC, write-back, stalls, ...). Without
+    /// it, each seed draws its own world (see `sim::swarm`), printed with
+    /// the run.
+    #[arg(long, value_parser = parse_faults)]
+    pub faults: Option<FaultSet>,
 
     /// Run a scenario (a name under scenarios/, or a path to a .toml file)
     /// with its seed, cluster, timeline and NFS settings.
@@ -62,6 +64,11 @@ pub struct Args {
     /// own (how a failing nearby seed is replayed).
     #[arg(long, requires = "scenario", conflicts_with = "nearby")]
     pub offset: Option<u64>,
+
+    /// Seeds run at once, each in a runtime of its own on a thread of its
+    /// own; the output is the same for any value. Default: one per core.
+    #[arg(long, short = 'j', value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub jobs: Option<u64>,
 
     /// Run each seed twice and fail if the traces differ.
     #[arg(long)]
@@ -141,11 +148,12 @@ mod tests {
     fn ranges_and_fault_lists_parse() {
         let a = Args::try_parse_from(["sim", "--seeds", "5..8", "--faults", "crash,nfs"]).unwrap();
         assert_eq!(a.seed_range(), 5..8);
-        assert_eq!(a.faults, ["crash", "nfs"].into_iter().collect());
+        assert_eq!(a.faults, Some(["crash", "nfs"].into_iter().collect()));
         let b = Args::try_parse_from(["sim", "--seed", "3", "--count", "2", "--faults", "none"])
             .unwrap();
         assert_eq!(b.seed_range(), 3..5);
-        assert!(b.faults.is_empty());
+        assert_eq!(b.faults, Some(FaultSet::new()));
+        assert_eq!(Args::try_parse_from(["sim"]).unwrap().faults, None, "swarm");
         assert!(Args::try_parse_from(["sim", "--faults", "meteor"]).is_err());
         assert!(Args::try_parse_from(["sim", "--seeds", "9..9"]).is_err());
         let c = Args::try_parse_from(["sim", "--duration-secs", "30"]).unwrap();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use crate::args::{Args, FAULT_KINDS};
+use crate::args::{Args, FAULT_KINDS, FaultSet};
 use crate::harness::{self, Options, Report};
 
 pub fn main() -> ExitCode {
@@ -17,12 +17,9 @@ pub fn main() -> ExitCode {
     }
     let seeds = args.seed_range();
     let total = seeds.end - seeds.start;
-    let faults = if args.faults.len() == FAULT_KINDS.len() {
-        "all".to_owned()
-    } else if args.faults.is_empty() {
-        "none".to_owned()
-    } else {
-        args.faults.iter().copied().collect::<Vec<_>>().join(",")
+    let faults = match &args.faults {
+        None => "swarm".to_owned(),
+        Some(f) => fault_list(f),
     };
     println!(
         "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
@@ -41,32 +38,29 @@ pub fn main() -> ExitCode {
     let mut simulated = Duration::ZERO;
     let mut failed: Vec<(u64, Vec<String>)> = Vec::new();
     let mut last_trace = Vec::new();
-    for (done, seed) in seeds.clone().enumerate() {
-        let opts = Options::with_faults(
-            seed,
-            args.brokers,
-            Duration::from_secs(args.duration),
-            args.faults.clone(),
-        );
-        let mut report = harness::run(&opts);
-        if args.check_determinism {
-            let again = harness::run(&opts);
-            if again.trace != report.trace {
-                let at = report
-                    .trace
-                    .iter()
-                    .zip(&again.trace)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(report.trace.len().min(again.trace.len()));
-                report.violations.push(format!(
-                    "nondeterminism the second run diverged at trace line {at}: {:?} vs {:?} (digests {} and {})",
-                    report.trace.get(at),
-                    again.trace.get(at),
-                    report.digest,
-                    again.digest
-                ));
+    let (sender, reports) = std::sync::mpsc::channel();
+    let jobs = args.jobs.map_or_else(default_jobs, |j| j as usize);
+    spawn_workers(&args, seeds.clone(), jobs, sender);
+    // Seeds finish out of order on several workers; reports are printed in
+    // seed order all the same, so a sweep's output does not depend on --jobs.
+    let mut pending = std::collections::BTreeMap::new();
+    let mut done = 0;
+    for seed in seeds.clone() {
+        let report = loop {
+            if let Some(r) = pending.remove(&seed) {
+                break r;
             }
-        }
+            match reports.recv() {
+                Ok((s, r)) => {
+                    pending.insert(s, r);
+                }
+                Err(_) => {
+                    eprintln!("sim: a worker stopped before seed {seed} finished");
+                    return ExitCode::FAILURE;
+                }
+            }
+        };
+        done += 1;
         simulated += report.simulated;
         print_report(&args, &report, &replay(&args, seed));
         if !report.passed() {
@@ -75,8 +69,7 @@ pub fn main() -> ExitCode {
         last_trace = report.trace;
         if total > 1 {
             let line = format!(
-                "[{}/{total}] {} failed, {:.0} s",
-                done + 1,
+                "[{done}/{total}] {} failed, {:.0} s",
                 failed.len(),
                 wall.elapsed().as_secs_f64()
             );
@@ -84,7 +77,7 @@ pub fn main() -> ExitCode {
             if tty {
                 eprint!("\r{line}");
                 let _ = std::io::stderr().flush();
-            } else if (done + 1) % 10 == 0 {
+            } else if done % 10 == 0 {
                 eprintln!("{line}");
             }
         }
@@ -127,6 +120,65 @@ pub fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// One seed's run as asked: swarm or pinned faults, run twice with
+/// `--check-determinism`.
+fn run_seed(args: &Args, seed: u64) -> Report {
+    let duration = Duration::from_secs(args.duration);
+    let opts = match &args.faults {
+        Some(f) => Options::with_faults(seed, args.brokers, duration, f.clone()),
+        None => Options::swarm(seed, args.brokers, duration),
+    };
+    let mut report = harness::run(&opts);
+    if args.check_determinism {
+        let again = harness::run(&opts);
+        if again.trace != report.trace {
+            let at = report
+                .trace
+                .iter()
+                .zip(&again.trace)
+                .position(|(a, b)| a != b)
+                .unwrap_or(report.trace.len().min(again.trace.len()));
+            report.violations.push(format!(
+                "nondeterminism the second run diverged at trace line {at}: {:?} vs {:?} (digests {} and {})",
+                report.trace.get(at),
+                again.trace.get(at),
+                report.digest,
+                again.digest
+            ));
+        }
+    }
+    report
+}
+
+/// One worker per job, each taking the next seed not yet taken. Every seed
+/// runs in a runtime of its own (`harness::run`), so workers share nothing
+/// but the queue: a seed's run is the same on any worker.
+#[allow(clippy::disallowed_methods)] // outside the simulated world: it hosts runs
+fn spawn_workers(
+    args: &Args,
+    seeds: std::ops::Range<u64>,
+    jobs: usize,
+    sender: std::sync::mpsc::Sender<(u64, Report)>,
+) {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(seeds.start));
+    for _ in 0..jobs {
+        let (args, next, sender, end) = (args.clone(), next.clone(), sender.clone(), seeds.end);
+        std::thread::spawn(move || {
+            loop {
+                let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if seed >= end || sender.send((seed, run_seed(&args, seed))).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// As many workers as cores: a run is single-threaded.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// `--scenario`: the scenario's seed (and `--nearby` more) as configured
@@ -229,16 +281,21 @@ fn replay(args: &Args, seed: u64) -> String {
         "cargo run -p sim -- --seed {seed} --brokers {} --duration {}",
         args.brokers, args.duration
     );
-    if args.faults.len() != FAULT_KINDS.len() {
-        let list: Vec<&str> = args.faults.iter().copied().collect();
-        let list = if list.is_empty() {
-            "none".to_owned()
-        } else {
-            list.join(",")
-        };
-        cmd.push_str(&format!(" --faults {list}"));
+    if let Some(f) = &args.faults {
+        cmd.push_str(&format!(" --faults {}", fault_list(f)));
     }
     cmd
+}
+
+/// `--faults` as typed: `all`, `none` or the list.
+fn fault_list(f: &FaultSet) -> String {
+    if f.len() == FAULT_KINDS.len() {
+        "all".to_owned()
+    } else if f.is_empty() {
+        "none".to_owned()
+    } else {
+        f.iter().copied().collect::<Vec<_>>().join(",")
+    }
 }
 
 fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
@@ -258,6 +315,7 @@ fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
         report.nfs_leftovers
     );
     {
+        println!("  {}", report.world);
         let kinds: Vec<String> = report
             .fault_counts
             .iter()

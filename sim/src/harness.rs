@@ -19,6 +19,7 @@ use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 use crate::args::{FAULT_KINDS, FaultSet};
 use crate::checker;
 use crate::nfs_hook::NfsCrashHook;
+use crate::swarm::{self, Pace, PointRates};
 use crate::trace::Trace;
 use crate::workload::{self, Event, History, Session};
 
@@ -37,6 +38,12 @@ pub struct Options {
     pub reintroduce: Vec<String>,
     /// Whether the topic creators (`creators`) run.
     pub creators: bool,
+    /// How the seeded timeline spaces its faults.
+    pub pace: Pace,
+    /// What fault points in the broker do when reached.
+    pub points: PointRates,
+    /// The swarm world this run was drawn from (`pinned` for a fixed mix).
+    pub world: &'static str,
 }
 
 impl Options {
@@ -70,6 +77,33 @@ impl Options {
             scripted: Vec::new(),
             reintroduce: Vec::new(),
             creators: true,
+            pace: Pace::CLASSIC,
+            points: PointRates::default(),
+            world: "pinned",
+        }
+    }
+
+    /// This run's world in one line (see `swarm::Profile::describe`).
+    pub fn describe_world(&self) -> String {
+        swarm::Profile {
+            world: self.world,
+            faults: self.faults.clone(),
+            nfs: self.nfs.clone(),
+            pace: self.pace.clone(),
+            points: self.points.clone(),
+        }
+        .describe()
+    }
+
+    /// A run in the world `seed` draws (see `swarm`).
+    pub fn swarm(seed: u64, brokers: u32, duration: Duration) -> Self {
+        let profile = swarm::draw(seed);
+        Self {
+            nfs: profile.nfs,
+            pace: profile.pace,
+            points: profile.points,
+            world: profile.world,
+            ..Self::with_faults(seed, brokers, duration, profile.faults)
         }
     }
 }
@@ -77,6 +111,8 @@ impl Options {
 #[derive(Clone, Debug)]
 pub struct Report {
     pub seed: u64,
+    /// The world the run was in (`Options::describe_world`).
+    pub world: String,
     pub digest: String,
     pub events: usize,
     pub faults: usize,
@@ -113,6 +149,7 @@ const OBSERVE_EVERY: Duration = Duration::from_millis(700);
 pub fn run(opts: &Options) -> Report {
     let opts = opts.clone();
     let seed = opts.seed;
+    let world = opts.describe_world();
     std::thread::Builder::new()
         .name(format!("sim-seed-{seed}"))
         .spawn(move || {
@@ -125,6 +162,7 @@ pub fn run(opts: &Options) -> Report {
         .and_then(|t| t.join().map_err(|payload| panic_message(payload.as_ref())))
         .unwrap_or_else(|why| Report {
             seed,
+            world,
             digest: "-".to_owned(),
             events: 0,
             faults: 0,
@@ -257,6 +295,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let mut faults = schedule(
         &mut madsim::rand::thread_rng(),
         &opts.faults,
+        &opts.pace,
         opts.brokers,
         clients.len(),
         faults_end,
@@ -371,6 +410,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     trace.record(format!("nfs {stats:?}"));
     Report {
         seed: opts.seed,
+        world: opts.describe_world(),
         digest: trace.digest(),
         events: trace.len(),
         faults: faults.len(),
@@ -609,6 +649,7 @@ impl Fault {
 pub(crate) fn schedule(
     rng: &mut impl Rng,
     enabled: &FaultSet,
+    pace: &Pace,
     brokers: u32,
     clients: usize,
     end: Duration,
@@ -646,14 +687,14 @@ pub(crate) fn schedule(
             }
             _ => FaultKind::NfsRestart,
         };
-        let lasts = Duration::from_millis(rng.gen_range(1_000..8_000));
+        let lasts = Duration::from_millis(rng.gen_range(pace.lasts_ms.0..pace.lasts_ms.1));
         out.push(Fault {
             at: t,
             lasts,
             kind,
             trigger: None,
         });
-        t += lasts + Duration::from_millis(rng.gen_range(2_000..10_000));
+        t += lasts + Duration::from_millis(rng.gen_range(pace.gap_ms.0..pace.gap_ms.1));
     }
     out
 }

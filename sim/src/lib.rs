@@ -20,6 +20,7 @@
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
+//! | [`swarm`] | the world each seed draws: which faults, how often, how hard |
 //! | `nfs_hook` | crashes a killed node's NFS host |
 //! | [`trace`] | the run's trace and its digest |
 
@@ -42,6 +43,7 @@ pub mod nfs_hook;
 pub mod relaunch;
 #[cfg(madsim)]
 pub mod scenario;
+pub mod swarm;
 pub mod trace;
 #[cfg(madsim)]
 pub mod workload;

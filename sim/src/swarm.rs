@@ -1,0 +1,312 @@
+//! Swarm testing: each seed draws its own world.
+//!
+//! One fixed fault mix explores one corner of the space however many seeds
+//! run: the faults that mask a bug (a crash that hides a torn write) come
+//! along with the ones that expose it. So by default every seed draws a
+//! profile (which cluster faults and which NFS faults are on, how often and
+//! how hard) from its own seed, before the run starts: from calm (nothing
+//! on) to brutal (everything on, often), with a few named worlds that a
+//! mix would rarely produce (only lost replies; many NFS server restarts;
+//! long pauses; write-back storms; clock jumps only). `--faults` pins one
+//! fixed mix instead (the pre-swarm behaviour).
+//!
+//! The draw uses its own ChaCha stream seeded by the run's seed, outside
+//! the simulated world, so a seed always draws the same profile and the run
+//! replays exactly.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt::Write as _;
+use vfs::model::{Faults, NfsConfig};
+
+use crate::args::FaultSet;
+
+/// How the seeded timeline spaces its cluster faults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pace {
+    /// How long each fault lasts, in ms (uniform in `[min, max)`).
+    pub lasts_ms: (u64, u64),
+    /// The quiet time after a fault healed, before the next one, in ms.
+    pub gap_ms: (u64, u64),
+}
+
+impl Pace {
+    /// The pre-swarm pace: faults of 1 to 8 s, 2 to 10 s apart.
+    pub const CLASSIC: Pace = Pace {
+        lasts_ms: (1_000, 8_000),
+        gap_ms: (2_000, 10_000),
+    };
+}
+
+/// How often a fault point (`vfs::fault_point`) acts when a broker reaches
+/// it, per reach.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PointRates {
+    /// Hold the calling task for up to `delay_max_ms`.
+    pub delay: f64,
+    pub delay_max_ms: u64,
+    /// Hold the calling task for 1 to 8 s while the rest of its broker runs
+    /// on (a zombie between two steps of a volume change).
+    pub pause: f64,
+    /// Crash the calling broker right there (restarted 1 to 10 s later).
+    pub crash: f64,
+    /// Most crashes one run takes from fault points.
+    pub max_crashes: u32,
+}
+
+/// One seed's world.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    /// A name for the kind of world, for the summary (`mix` when drawn
+    /// freely).
+    pub world: &'static str,
+    pub faults: FaultSet,
+    pub nfs: NfsConfig,
+    pub pace: Pace,
+    pub points: PointRates,
+}
+
+/// Cluster faults the timeline can schedule.
+const CLUSTER: &[&str] = &["crash", "pause", "isolate", "cut", "nfs-restart", "clock"];
+
+/// The named worlds and how often each is drawn (out of 100; the rest is
+/// a free mix).
+const WORLDS: &[(&str, u32)] = &[
+    ("calm", 5),
+    ("lost-replies", 7),
+    ("nfs-restarts", 7),
+    ("long-pauses", 7),
+    ("writeback-storm", 7),
+    ("clock-jumps", 5),
+    ("crash-points", 7),
+];
+
+/// The profile of `seed`.
+pub fn draw(seed: u64) -> Profile {
+    // A stream of its own: the runtime's RNG starts from the seed too, and
+    // the two must not be correlated.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5757_4152_4d5f_6b61);
+    let mut roll = rng.gen_range(0..100);
+    for (world, weight) in WORLDS {
+        if roll < *weight {
+            return named(world, &mut rng);
+        }
+        roll -= weight;
+    }
+    mix(&mut rng)
+}
+
+fn set(kinds: &[&'static str]) -> FaultSet {
+    kinds.iter().copied().collect()
+}
+
+/// Latency and caches as on a real mount, no failing calls.
+fn quiet_nfs(rng: &mut ChaCha8Rng) -> NfsConfig {
+    let mut nfs = NfsConfig::default();
+    nfs.faults.latency_min_us = rng.gen_range(50..500);
+    nfs.faults.latency_max_us = nfs.faults.latency_min_us + rng.gen_range(100..5_000);
+    nfs
+}
+
+fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
+    let mut nfs = quiet_nfs(rng);
+    let mut pace = Pace::CLASSIC;
+    let mut points = PointRates::default();
+    let faults = match world {
+        "calm" => set(&[]),
+        "lost-replies" => {
+            nfs.faults.lost_reply_probability = rng.gen_range(0.05..0.3);
+            set(&["nfs"])
+        }
+        "nfs-restarts" => {
+            pace = Pace {
+                lasts_ms: (200, 2_000),
+                gap_ms: (300, 3_000),
+            };
+            nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
+            set(&["nfs-restart", "nfs"])
+        }
+        "long-pauses" => {
+            pace = Pace {
+                lasts_ms: (5_000, 20_000),
+                gap_ms: (1_000, 5_000),
+            };
+            set(&["pause"])
+        }
+        "writeback-storm" => {
+            nfs.faults.writeback_probability = rng.gen_range(0.7..1.0);
+            nfs.faults.crash_landed_probability = rng.gen_range(0.0..1.0);
+            set(&["crash", "nfs"])
+        }
+        "clock-jumps" => {
+            pace = Pace {
+                lasts_ms: (2_000, 15_000),
+                gap_ms: (1_000, 4_000),
+            };
+            set(&["clock"])
+        }
+        _ => {
+            // crash-points: brokers die inside their own volume changes.
+            points = PointRates {
+                delay: 0.02,
+                delay_max_ms: 200,
+                pause: 0.01,
+                crash: rng.gen_range(0.002..0.02),
+                max_crashes: rng.gen_range(2..6),
+            };
+            nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
+            set(&["nfs"])
+        }
+    };
+    Profile {
+        world,
+        faults,
+        nfs,
+        pace,
+        points,
+    }
+}
+
+/// A free mix: each fault on with even odds, each at its own intensity.
+fn mix(rng: &mut ChaCha8Rng) -> Profile {
+    let mut faults: FaultSet = CLUSTER
+        .iter()
+        .copied()
+        .filter(|_| rng.gen_bool(0.5))
+        .collect();
+    // How hard this world is, from a tenth of the hostile rates to three
+    // times them.
+    let intensity: f64 = rng.gen_range(0.1..3.0);
+    let hostile = NfsConfig::hostile().faults;
+    let mut nfs = quiet_nfs(rng);
+    let on = |rate: f64, rng: &mut ChaCha8Rng| -> f64 {
+        if rng.gen_bool(0.5) {
+            (rate * intensity).min(0.9)
+        } else {
+            0.0
+        }
+    };
+    let f = Faults {
+        writeback_probability: on(hostile.writeback_probability, rng),
+        crash_landed_probability: rng.gen_range(0.0..1.0),
+        lost_reply_probability: on(hostile.lost_reply_probability, rng),
+        eio_probability: on(hostile.eio_probability, rng),
+        eio_applied_share: rng.gen_range(0.0..1.0),
+        enospc_probability: on(hostile.enospc_probability, rng),
+        capacity_bytes: None,
+        interrupt_probability: on(hostile.interrupt_probability, rng),
+        stall_probability: on(hostile.stall_probability, rng),
+        stall_ms: rng.gen_range(500..8_000),
+        ..nfs.faults
+    };
+    let nfs_on = f.writeback_probability > 0.0
+        || f.lost_reply_probability > 0.0
+        || f.eio_probability > 0.0
+        || f.enospc_probability > 0.0
+        || f.interrupt_probability > 0.0
+        || f.stall_probability > 0.0;
+    nfs.faults = f;
+    if nfs_on {
+        faults.insert("nfs");
+    }
+    // Brutal worlds pile faults on: shorter and closer together.
+    let squeeze = |ms: u64| ((ms as f64 / intensity.max(1.0)) as u64).max(100);
+    let pace = Pace {
+        lasts_ms: (squeeze(1_000), squeeze(8_000)),
+        gap_ms: (squeeze(2_000), squeeze(10_000)),
+    };
+    let points = if rng.gen_bool(0.5) {
+        PointRates {
+            delay: rng.gen_range(0.0..0.05),
+            delay_max_ms: rng.gen_range(10..500),
+            pause: rng.gen_range(0.0..0.01),
+            crash: rng.gen_range(0.0..0.005),
+            max_crashes: rng.gen_range(0..3),
+        }
+    } else {
+        PointRates::default()
+    };
+    Profile {
+        world: "mix",
+        faults,
+        nfs,
+        pace,
+        points,
+    }
+}
+
+impl Profile {
+    /// One line: the world, the faults on, the NFS rates that are not
+    /// zero, the pace and the fault points.
+    pub fn describe(&self) -> String {
+        let mut s = format!("world={}", self.world);
+        let kinds: Vec<&str> = self.faults.iter().copied().collect();
+        let _ = write!(
+            s,
+            " faults={}",
+            if kinds.is_empty() {
+                "none".to_owned()
+            } else {
+                kinds.join(",")
+            }
+        );
+        let f = &self.nfs.faults;
+        let rates = [
+            ("writeback", f.writeback_probability),
+            ("lost-reply", f.lost_reply_probability),
+            ("eio", f.eio_probability),
+            ("enospc", f.enospc_probability),
+            ("interrupt", f.interrupt_probability),
+            ("stall", f.stall_probability),
+        ];
+        let on: Vec<String> = rates
+            .iter()
+            .filter(|(_, p)| *p > 0.0)
+            .map(|(k, p)| format!("{k}={p:.3}"))
+            .collect();
+        if !on.is_empty() {
+            let _ = write!(s, " nfs[{}]", on.join(" "));
+        }
+        let p = &self.pace;
+        if *p != Pace::CLASSIC {
+            let _ = write!(
+                s,
+                " pace[lasts={}-{}ms gap={}-{}ms]",
+                p.lasts_ms.0, p.lasts_ms.1, p.gap_ms.0, p.gap_ms.1
+            );
+        }
+        let r = &self.points;
+        if r.delay + r.pause + r.crash > 0.0 {
+            let _ = write!(
+                s,
+                " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}]",
+                r.delay, r.delay_max_ms, r.pause, r.crash, r.max_crashes
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_draws_the_same_profile_and_seeds_draw_many_worlds() {
+        assert_eq!(draw(7).describe(), draw(7).describe());
+        let worlds: std::collections::BTreeSet<&str> = (0..400).map(|s| draw(s).world).collect();
+        for (w, _) in WORLDS {
+            assert!(worlds.contains(w), "{w} never drawn in 400 seeds");
+        }
+        assert!(worlds.contains("mix"));
+        let calm = (0..400).filter(|s| draw(*s).faults.is_empty()).count();
+        let brutal = (0..400).filter(|s| draw(*s).faults.len() >= 5).count();
+        assert!(calm > 0 && brutal > 0, "calm {calm}, brutal {brutal}");
+        for s in 0..400 {
+            let p = draw(s);
+            p.nfs.validate().unwrap();
+            assert!(p.pace.lasts_ms.0 < p.pace.lasts_ms.1, "{}", p.describe());
+            assert!(p.pace.gap_ms.0 < p.pace.gap_ms.1, "{}", p.describe());
+        }
+    }
+}
