@@ -339,6 +339,17 @@ fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
             .iter()
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
+        let p = &report.points;
+        if !p.reached.is_empty() {
+            println!(
+                "  points reached={} at {} points | delays={} pauses={} crashes={}",
+                p.reached.values().sum::<usize>(),
+                p.reached.len(),
+                p.delays,
+                p.pauses,
+                p.crashes
+            );
+        }
         println!(
             "  checked {} | operations={} simulated={:.1}s",
             checked.join(" "),
@@ -367,7 +378,8 @@ fn nfs_fault_count(s: &vfs::model::FaultStats) -> u64 {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("KAAS_LOG").unwrap_or_else(|_| EnvFilter::new("error"));
+    let filter = EnvFilter::try_from_env("KAAS_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("error,madsim::sim::task=off"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

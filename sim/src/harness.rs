@@ -18,6 +18,7 @@ use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
 use crate::args::{FAULT_KINDS, FaultSet};
 use crate::checker;
+use crate::fault_points::{self, PointStats, Stats};
 use crate::nfs_hook::NfsCrashHook;
 use crate::swarm::{self, Pace, PointRates};
 use crate::trace::Trace;
@@ -57,7 +58,7 @@ impl Options {
         )
     }
 
-    pub(crate) fn with_faults(
+    pub fn with_faults(
         seed: u64,
         brokers: u32,
         duration: Duration,
@@ -129,6 +130,8 @@ pub struct Report {
     pub nfs: FaultStats,
     /// `.nfs` files left on the volume at the end.
     pub nfs_leftovers: usize,
+    /// Fault points reached and what they did.
+    pub points: Stats,
     pub violations: Vec<String>,
     pub trace: Vec<String>,
 }
@@ -150,6 +153,7 @@ pub fn run(opts: &Options) -> Report {
     let opts = opts.clone();
     let seed = opts.seed;
     let world = opts.describe_world();
+    fault_points::quiet_planned_crashes();
     std::thread::Builder::new()
         .name(format!("sim-seed-{seed}"))
         .spawn(move || {
@@ -173,6 +177,7 @@ pub fn run(opts: &Options) -> Report {
             simulated: Duration::ZERO,
             nfs: FaultStats::default(),
             nfs_leftovers: 0,
+            points: Stats::default(),
             violations: vec![format!("panic: {why}")],
             trace: Vec::new(),
         })
@@ -216,9 +221,20 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             c
         })
         .collect();
+    let frozen = Frozen::default();
+    let point_stats = PointStats::default();
+    fault_points::install(
+        &opts.points,
+        opts.brokers,
+        start + opts.duration,
+        trace.clone(),
+        point_stats.clone(),
+        frozen.clone(),
+    );
     let brokers: Vec<NodeHandle> = (0..opts.brokers)
         .map(|id| {
-            let node = start_broker(&handle, &nfs, id, clocks[id as usize].clone());
+            let clock = clocks[id as usize].clone();
+            let node = start_broker(&handle, &nfs, id, clock, frozen.clone());
             if let Some(hook) = &hook {
                 hook.map(node.id(), id);
             }
@@ -228,7 +244,6 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
-    let frozen = Frozen::default();
     observer.spawn(observe_with_pauses(
         Arc::new(nfs.host(OBSERVER_HOST)),
         opts.brokers,
@@ -408,6 +423,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     }
     let stats = nfs.stats();
     trace.record(format!("nfs {stats:?}"));
+    vfs::fault_point::install(None);
+    let points = point_stats.take();
     Report {
         seed: opts.seed,
         world: opts.describe_world(),
@@ -421,6 +438,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         simulated: start.elapsed(),
         nfs: stats,
         nfs_leftovers: nfs.nfs_leftovers().len(),
+        points,
         violations,
         trace: trace.lines(),
     }
@@ -807,7 +825,13 @@ impl Violations {
     }
 }
 
-fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> NodeHandle {
+fn start_broker(
+    handle: &Handle,
+    nfs: &ModelNfs,
+    id: u32,
+    clock: WallClock,
+    frozen: Frozen,
+) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
     let config = Config::try_parse_from([
         "kaas".to_owned(),
@@ -833,7 +857,9 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> N
         .create_node()
         .name(format!("broker-{id}"))
         .ip(ip)
+        .restart_on_panic_matching(fault_points::CRASH)
         .init(move || {
+            frozen.set(id, false);
             let vfs: Arc<dyn Vfs> = Arc::new(nfs.boot_host(id));
             let config = config.clone();
             async move {
@@ -852,7 +878,7 @@ fn start_broker(handle: &Handle, nfs: &ModelNfs, id: u32, clock: WallClock) -> N
 pub(crate) struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
 
 impl Frozen {
-    fn set(&self, broker: u32, frozen: bool) {
+    pub(crate) fn set(&self, broker: u32, frozen: bool) {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())

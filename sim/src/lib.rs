@@ -22,6 +22,7 @@
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
 //! | [`swarm`] | the world each seed draws: which faults, how often, how hard |
 //! | `nfs_hook` | crashes a killed node's NFS host |
+//! | `fault_points` | what a broker's fault point does when reached: hold the task, or crash the broker there |
 //! | [`trace`] | the run's trace and its digest |
 
 pub mod args;
@@ -33,6 +34,8 @@ pub mod cli;
 pub mod client;
 #[cfg(madsim)]
 pub mod creators;
+#[cfg(madsim)]
+pub mod fault_points;
 #[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]

@@ -134,3 +134,27 @@ fn the_observer_catches_a_silent_broker() {
         "{violations:?}"
     );
 }
+
+#[test]
+fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() {
+    let mut o = Options::with_faults(3, 3, Duration::from_secs(40), Default::default());
+    o.points = sim::swarm::PointRates {
+        delay: 0.05,
+        delay_max_ms: 100,
+        pause: 0.01,
+        crash: 0.01,
+        max_crashes: 2,
+    };
+    let a = harness::run(&o);
+    let b = harness::run(&o);
+    assert!(a.passed(), "{:?}", a.violations);
+    assert_eq!(a.digest, b.digest, "a run with fault points replays");
+    let p = &a.points;
+    assert_eq!(p.crashes, 2, "{p:?}");
+    assert!(p.pauses > 0 && p.delays > 0, "{p:?}");
+    for point in ["takeover.epoch-claimed", "replace.temp-durable", "flush.synced"] {
+        assert!(p.reached.contains_key(point), "{point} never reached: {p:?}");
+    }
+    let crashes = a.trace.iter().filter(|l| l.contains("crashes broker-")).count();
+    assert_eq!(crashes, 2);
+}

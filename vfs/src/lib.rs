@@ -23,6 +23,7 @@
 //! | `testkit` (feature `testkit`) | the contract suite every backend passes, interrupting and counting wrappers, disk bounds |
 
 pub mod durable;
+pub mod fault_point;
 mod mem;
 pub mod model;
 pub mod path;
@@ -76,6 +77,12 @@ pub trait Vfs: Send + Sync + 'static {
 
     /// Makes the directory's entries (creates, renames, unlinks) durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+
+    /// Which simulated host this volume is seen from, for fault points
+    /// (`fault_point!`); `None` outside the model NFS.
+    fn fault_host(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// An open regular file. Reads through a handle opened earlier may be stale on

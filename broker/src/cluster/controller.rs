@@ -215,6 +215,7 @@ impl ControllerAgent {
                 controller: None,
             });
         }
+        vfs::fault_point!(v, "assignment.still-newest");
         let version = match &previous {
             Some(p) if p.controller_epoch == epoch => p.version + 1,
             _ => 1,

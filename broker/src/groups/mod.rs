@@ -162,6 +162,7 @@ impl Slot {
                     tracing::warn!(group = group_id, error = %e, "loading a group");
                     code(ResponseError::CoordinatorNotAvailable)
                 })?;
+            vfs::fault_point!(self.vfs, "group-load.read");
             let entry = match found {
                 Some((r, e)) if !r.deleted => Entry {
                     group: Group::from_record(r, Instant::now()),
@@ -201,6 +202,7 @@ impl Slot {
                 entry.stored,
             )
             .await?;
+            vfs::fault_point!(self.vfs, "group-save.saved");
             self.fence.still_leader(self.epoch).await
         }
         .await;

@@ -122,6 +122,7 @@ pub(crate) async fn save(
     superseded: Option<u32>,
 ) -> io::Result<()> {
     crate::stored::write_json(vfs, &path(slot, &record.group_id, epoch), KIND, record).await?;
+    vfs::fault_point!(vfs, "group-save.written");
     if let Some(old) = superseded.filter(|e| *e < epoch) {
         match converge_remove(vfs, &path(slot, &record.group_id, old)).await {
             Ok(Removal::Gone) => {}

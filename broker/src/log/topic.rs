@@ -171,6 +171,7 @@ pub async fn create_topic_with(
         )
         .into());
     }
+    vfs::fault_point!(vfs, "create-topic.placed");
     let token = ClaimToken::fresh(&meta.id);
     let mut result = names::claim_name(vfs, name, &meta.id, &token).await;
     if let Ok(NameClaim::Taken(holder)) = &result {
@@ -215,6 +216,7 @@ async fn build_and_place(
             _ => Err(e),
         };
     }
+    vfs::fault_point!(vfs, "create-topic.staged");
     match vfs.rename(&staging, &topic_dir(&meta.id)).await {
         Ok(()) => Ok(true),
         // Either our rename happened and its reply was lost, or the
@@ -343,6 +345,7 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
+    vfs::fault_point!(vfs, "delete-topic.tombstoned");
     // Only this topic's hold on the name is released; a name that already
     // belongs to someone else, or to nobody, stays as it is.
     names::release(vfs, &meta.name, Some(&meta.id))
@@ -477,7 +480,10 @@ async fn add_partition(
     let staging = staging::partition_staging(&topic_dir(&meta.id), p, creator);
     mkdir_fresh(vfs, &staging).await?;
     let placed = match Manifest::initial(&meta.id, p).write(vfs, &staging).await {
-        Ok(()) => vfs.rename(&staging, &partition_dir(&meta.id, p)).await,
+        Ok(()) => {
+            vfs::fault_point!(vfs, "create-partitions.staged");
+            vfs.rename(&staging, &partition_dir(&meta.id, p)).await
+        }
         Err(e) => Err(e),
     };
     match placed {

@@ -58,7 +58,9 @@ pub async fn claim(
     payload: &[u8],
 ) -> io::Result<Claim> {
     if let Some(file) = create_slot(vfs, slot).await? {
+        crate::fault_point!(vfs, "claim.slot-created");
         fill_slot(file, token, payload).await?;
+        crate::fault_point!(vfs, "claim.slot-filled");
     }
     read_claim(vfs, slot, token).await
 }

@@ -72,6 +72,7 @@ fn remove_tree<'a>(
                 FileKind::File | FileKind::Other => remove_file(vfs, child, pending).await?,
             }
         }
+        crate::fault_point!(vfs, "remove.children-removed");
         match vfs.rmdir(&dir).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -30,6 +30,7 @@ pub async fn atomic_replace(vfs: &dyn Vfs, target: &Path, data: Bytes) -> io::Re
     if let Err(e) = written.and(closed) {
         return Err(discard_temp(vfs, &temp, e).await);
     }
+    crate::fault_point!(vfs, "replace.temp-durable");
 
     match vfs.rename(&temp, target).await {
         Ok(()) => {}
@@ -40,6 +41,7 @@ pub async fn atomic_replace(vfs: &dyn Vfs, target: &Path, data: Bytes) -> io::Re
         }
         Err(e) => return Err(discard_temp(vfs, &temp, e).await),
     }
+    crate::fault_point!(vfs, "replace.renamed");
     vfs.sync_dir(dir).await
 }
 

@@ -329,6 +329,10 @@ impl Vfs for ModelHost {
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.op("sync_dir", path, |w, h, p| w.sync_dir(h, p)).await
     }
+
+    fn fault_host(&self) -> Option<u32> {
+        Some(self.id)
+    }
 }
 
 struct ModelFile {

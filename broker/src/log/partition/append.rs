@@ -62,6 +62,7 @@ impl PartitionLog {
         let written: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let outcome = async {
             w.file.write_all_and_sync(w.position, chunks).await?;
+            vfs::fault_point!(self.vfs, "flush.synced");
             self.fence.still_leader(self.epoch).await
         }
         .await;
@@ -93,6 +94,7 @@ impl PartitionLog {
         for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
             let _ = p.reply.send(Ok(a));
         }
+        vfs::fault_point!(self.vfs, "flush.acknowledged");
         if let Err(e) = self.after_flush(w).await {
             w.failed = Some(format!("roll or checkpoint failed: {e}"));
             self.stopped
@@ -274,9 +276,11 @@ impl PartitionLog {
                 max_timestamp: -1,
             },
         };
+        vfs::fault_point!(v, "roll.indexes-written");
         let file = v
             .open(&self.dir.join(next.file_name()), OpenOptions::create_new())
             .await?;
+        vfs::fault_point!(v, "roll.segment-created");
         let mut manifest = w.manifest.clone();
         if let Some(last) = manifest.segments.last_mut() {
             *last = sealed.clone();

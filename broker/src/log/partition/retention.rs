@@ -58,6 +58,7 @@ impl PartitionLog {
                 return Err(e.into());
             }
             w.manifest = manifest;
+            vfs::fault_point!(self.vfs, "retention.manifest-written");
         }
         let mut to_unlink = {
             let mut view = lock(&self.view);
@@ -78,7 +79,7 @@ impl PartitionLog {
         let mut failed = Vec::new();
         for path in to_unlink {
             match self.vfs.unlink(&path).await {
-                Ok(()) => {}
+                Ok(()) => vfs::fault_point!(self.vfs, "retention.unlinked"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
                     tracing::info!(file = %path.display(), error = %e, "unlink failed; retrying at the next retention pass");
@@ -112,6 +113,7 @@ impl PartitionLog {
             let mut manifest = w.manifest.clone();
             manifest.log_start_offset = target;
             manifest.write(self.vfs.as_ref(), &self.dir).await?;
+            vfs::fault_point!(self.vfs, "delete-records.manifest-written");
             w.manifest = manifest;
             lock(&self.view).log_start_offset = target;
         }

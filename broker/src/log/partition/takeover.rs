@@ -33,7 +33,9 @@ impl PartitionLog {
         .await?;
         let mut manifest = ours(previous, &dir, expected)?;
         let mut producers = manifest.producers.clone();
+        vfs::fault_point!(v, "takeover.fenced");
         let adopted = adopt_tail(v, &dir, &mut manifest, &mut producers).await?;
+        vfs::fault_point!(v, "takeover.tail-read");
         #[cfg(madsim)]
         if let Some(at) = adopted
             .checkpoint
@@ -56,6 +58,7 @@ impl PartitionLog {
         }
         manifest.producers = producers.clone();
         let active = write_own_segment(v, &dir, epoch, &mut manifest, adopted, &config).await?;
+        vfs::fault_point!(v, "takeover.manifest-written");
         let log = Self::assemble(
             (vfs, dir, epoch, fence, config),
             manifest,
@@ -100,9 +103,11 @@ async fn claim_and_find_previous(
     token: &ClaimToken,
 ) -> Result<Option<Manifest>, LogError> {
     fence::claim_epoch(v, dir, epoch, token).await?;
+    vfs::fault_point!(v, "takeover.epoch-claimed");
     for q in (0..epoch).rev() {
         if q > 0 {
             fence::fence_epoch(v, dir, q, token).await?;
+            vfs::fault_point!(v, "takeover.older-epoch-fenced");
         }
         if let Some(m) = Manifest::read(v, dir, q).await? {
             return Ok(Some(m));
@@ -266,6 +271,7 @@ async fn write_own_segment(
     if !adopted.bytes.is_empty() {
         file.write_all_and_sync(0, vec![adopted.bytes]).await?;
     }
+    vfs::fault_point!(v, "takeover.segment-written");
     manifest.epoch = epoch;
     manifest.segments.push(own);
     manifest.write(v, dir).await?;

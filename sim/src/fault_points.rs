@@ -1,0 +1,159 @@
+//! What a fault point (`vfs::fault_point!`) does when a broker reaches it:
+//! the hook the harness installs for a run whose world has point rates.
+//!
+//! Per reach, with the profile's rates: hold the calling task a little
+//! (a slow step), hold it for seconds while the rest of its broker runs on
+//! (a zombie between two steps of a volume change: its heartbeats go on,
+//! a successor may take over meanwhile), or crash the broker right there.
+//! A crash is a panic that madsim turns into a kill of the broker's node
+//! (the broker nodes restart on it, 1 to 10 s later), so the NFS host
+//! crashes with it (`nfs_hook`), exactly as a scheduled crash does.
+//!
+//! Points act only while the faults run (before the liveness phase), and
+//! only on broker hosts. Each act goes into the trace, so a run replays.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::rand::Rng;
+use tokio::time::Instant;
+
+use crate::harness::Frozen;
+use crate::swarm::PointRates;
+use crate::trace::Trace;
+
+/// The panic message that crashes a broker node (`start_broker` restarts
+/// nodes on it).
+pub(crate) const CRASH: &str = "kaas-fault-point crash";
+
+/// How often each point was reached and what the points did, per run.
+#[derive(Clone, Default)]
+pub struct PointStats(Arc<Mutex<Stats>>);
+
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub reached: BTreeMap<&'static str, usize>,
+    pub delays: usize,
+    pub pauses: usize,
+    pub crashes: u32,
+}
+
+impl PointStats {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn take(&self) -> Stats {
+        self.lock().clone()
+    }
+}
+
+/// Installs the hook for this run's thread; `None` uninstalls it. Without
+/// rates nothing is installed, so a run without point faults draws no
+/// extra randomness (and keeps its digest).
+pub(crate) fn install(
+    rates: &PointRates,
+    brokers: u32,
+    until: Instant,
+    trace: Trace,
+    stats: PointStats,
+    frozen: Frozen,
+) {
+    if rates.delay + rates.pause + rates.crash <= 0.0 {
+        vfs::fault_point::install(None);
+        return;
+    }
+    let rates = rates.clone();
+    let start = Instant::now();
+    vfs::fault_point::install(Some(Arc::new(move |host, name| {
+        let act = act(&rates, brokers, until, host, name, &stats);
+        let (trace, stats, frozen) = (trace.clone(), stats.clone(), frozen.clone());
+        Box::pin(async move {
+            let at = format!("{:>9.3}s", start.elapsed().as_secs_f64());
+            let broker = host.unwrap_or_default();
+            match act {
+                Act::Nothing => {}
+                Act::Delay(d) => {
+                    stats.lock().delays += 1;
+                    tokio::time::sleep(d).await;
+                }
+                Act::Pause(d) => {
+                    stats.lock().pauses += 1;
+                    trace.record(format!(
+                        "{at} point {name} holds broker-{broker} {} ms",
+                        d.as_millis()
+                    ));
+                    tokio::time::sleep(d).await;
+                }
+                Act::Crash => {
+                    trace.record(format!("{at} point {name} crashes broker-{broker}"));
+                    // Silent until it boots again (`start_broker`).
+                    frozen.set(broker, true);
+                    panic!("{CRASH} of broker-{broker} at {name}");
+                }
+            }
+        })
+    })));
+}
+
+enum Act {
+    Nothing,
+    Delay(Duration),
+    Pause(Duration),
+    Crash,
+}
+
+fn act(
+    rates: &PointRates,
+    brokers: u32,
+    until: Instant,
+    host: Option<u32>,
+    name: &'static str,
+    stats: &PointStats,
+) -> Act {
+    if host.is_none_or(|h| h >= brokers) {
+        return Act::Nothing;
+    }
+    *stats.lock().reached.entry(name).or_default() += 1;
+    if Instant::now() >= until {
+        return Act::Nothing;
+    }
+    let mut rng = madsim::rand::thread_rng();
+    let roll: f64 = rng.r#gen();
+    if roll < rates.crash {
+        let mut s = stats.lock();
+        if s.crashes < rates.max_crashes {
+            s.crashes += 1;
+            return Act::Crash;
+        }
+        return Act::Nothing;
+    }
+    if roll < rates.crash + rates.pause {
+        return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));
+    }
+    if roll < rates.crash + rates.pause + rates.delay {
+        return Act::Delay(Duration::from_millis(
+            rng.gen_range(1..rates.delay_max_ms.max(2)),
+        ));
+    }
+    Act::Nothing
+}
+
+/// A panic hook that stays quiet about fault-point crashes (they are
+/// planned, and traced) and reports every other panic as before.
+pub(crate) fn quiet_planned_crashes() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let planned = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|m| m.starts_with(CRASH));
+            if !planned {
+                previous(info);
+            }
+        }));
+    });
+}
