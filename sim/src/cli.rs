@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use crate::args::{Args, FAULT_KINDS, FaultSet};
+use crate::checker::Invariant;
 use crate::harness::{self, Options, Report};
 
 pub fn main() -> ExitCode {
@@ -36,6 +37,8 @@ pub fn main() -> ExitCode {
     let wall = Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut simulated = Duration::ZERO;
+    let mut checked: std::collections::BTreeMap<Invariant, usize> = Default::default();
+    let mut reached: std::collections::BTreeMap<&'static str, usize> = Default::default();
     let mut failed: Vec<(u64, Vec<String>)> = Vec::new();
     let mut last_trace = Vec::new();
     let (sender, reports) = std::sync::mpsc::channel();
@@ -62,6 +65,12 @@ pub fn main() -> ExitCode {
         };
         done += 1;
         simulated += report.simulated;
+        for (inv, n) in &report.checked {
+            *checked.entry(*inv).or_default() += n;
+        }
+        for (point, n) in &report.points.reached {
+            *reached.entry(*point).or_default() += n;
+        }
         print_report(&args, &report, &replay(&args, seed));
         if !report.passed() {
             failed.push((seed, report.violations.clone()));
@@ -103,6 +112,9 @@ pub fn main() -> ExitCode {
         simulated.as_secs_f64() / secs,
         total as f64 * 60.0 / secs
     );
+    if total > 1 {
+        print_coverage(&checked, &reached);
+    }
     if !failed.is_empty() {
         println!("failures:");
         println!("| seed | first violation | replay |");
@@ -119,6 +131,38 @@ pub fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// What a sweep checked: each invariant with how many operations it was
+/// checked against over all seeds, a gap where that is zero; and the
+/// fault points reached.
+fn print_coverage(
+    checked: &std::collections::BTreeMap<Invariant, usize>,
+    reached: &std::collections::BTreeMap<&'static str, usize>,
+) {
+    let line: Vec<String> = Invariant::ALL
+        .iter()
+        .map(|i| match checked.get(i).copied().unwrap_or(0) {
+            0 => format!("{i}=GAP"),
+            n => format!("{i}={n}"),
+        })
+        .collect();
+    println!("invariants checked: {}", line.join(" "));
+    let gaps: Vec<&str> = Invariant::ALL
+        .iter()
+        .filter(|i| checked.get(i).copied().unwrap_or(0) == 0)
+        .map(|i| i.name())
+        .collect();
+    if !gaps.is_empty() {
+        println!(
+            "gaps (checked zero times over the sweep): {}",
+            gaps.join(", ")
+        );
+    }
+    if !reached.is_empty() {
+        let points: Vec<String> = reached.iter().map(|(p, n)| format!("{p}={n}")).collect();
+        println!("fault points reached: {}", points.join(" "));
     }
 }
 

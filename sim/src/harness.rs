@@ -17,7 +17,7 @@ use vfs::Vfs;
 use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
 use crate::args::{FAULT_KINDS, FaultSet};
-use crate::checker;
+use crate::checker::{self, Invariant};
 use crate::fault_points::{self, PointStats, Stats};
 use crate::nfs_hook::NfsCrashHook;
 use crate::swarm::{self, Pace, PointRates};
@@ -58,12 +58,7 @@ impl Options {
         )
     }
 
-    pub fn with_faults(
-        seed: u64,
-        brokers: u32,
-        duration: Duration,
-        faults: FaultSet,
-    ) -> Self {
+    pub fn with_faults(seed: u64, brokers: u32, duration: Duration, faults: FaultSet) -> Self {
         let nfs = if faults.contains("nfs") {
             NfsConfig::hostile()
         } else {
@@ -123,7 +118,7 @@ pub struct Report {
     /// Faults injected, by kind.
     pub fault_counts: BTreeMap<&'static str, usize>,
     /// Operations each invariant was checked against.
-    pub checked: BTreeMap<&'static str, usize>,
+    pub checked: BTreeMap<Invariant, usize>,
     /// Simulated time the run took.
     pub simulated: Duration,
     /// What the model NFS injected.
@@ -400,10 +395,14 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             workload::describe(e)
         ));
     }
+    let violations_found = violations.clone();
     let mut violations = violations.take();
     violations.extend(checker::check(&events, &logs));
     violations.extend(leftovers(&nfs, &deleted));
-    let checked = checker::counts(&events, &logs);
+    let mut checked = checker::counts(&events, &logs);
+    for (inv, n) in violations_found.checks() {
+        *checked.entry(inv).or_default() += n;
+    }
     let (acked, polls) = events.iter().fold((0, 0), |(a, p), (_, e)| match e {
         Event::Produce {
             outcome: workload::Outcome::Acked { .. },
@@ -782,10 +781,10 @@ fn leftovers(nfs: &ModelNfs, deleted: &[Deletion]) -> Vec<String> {
         // The topic's own directory predates the request to delete it; one
         // made since was made again.
         if nfs.created_since(&dir, *mark).contains(&dir) {
-            recreated.push(format!(
-                "deleted-partition-recreated {dir} of a deleted topic was made again after its deletion was asked for; it holds {:?}",
+            recreated.push(Invariant::DeletedPartitionRecreated.says(format!(
+                "{dir} of a deleted topic was made again after its deletion was asked for; it holds {:?}",
                 inside(&dir)
-            ));
+            )));
             None
         } else {
             // Only an acknowledged deletion must have happened.
@@ -794,16 +793,16 @@ fn leftovers(nfs: &ModelNfs, deleted: &[Deletion]) -> Vec<String> {
     });
     tombstones
         .map(|p| {
-            format!(
-                "deletion-leftover {p} was never reaped; it still holds {:?}",
+            Invariant::DeletionLeftover.says(format!(
+                "{p} was never reaped; it still holds {:?}",
                 inside(p)
-            )
+            ))
         })
         .chain(undeleted.map(|d| {
-            format!(
-                "deletion-leftover {d} of a deleted topic is still there; it holds {:?}",
+            Invariant::DeletionLeftover.says(format!(
+                "{d} of a deleted topic is still there; it holds {:?}",
                 inside(&d)
-            )
+            ))
         }))
         .collect::<Vec<_>>()
         .into_iter()
@@ -811,17 +810,38 @@ fn leftovers(nfs: &ModelNfs, deleted: &[Deletion]) -> Vec<String> {
         .collect()
 }
 
-/// Invariant violations found so far, shared by the checkers of a run.
+/// Invariant violations found so far, shared by the checkers of a run,
+/// and how many checks each invariant got from them.
 #[derive(Clone, Default)]
-pub struct Violations(Arc<std::sync::Mutex<Vec<String>>>);
+pub struct Violations {
+    found: Arc<std::sync::Mutex<Vec<String>>>,
+    checked: Arc<std::sync::Mutex<BTreeMap<Invariant, usize>>>,
+}
 
 impl Violations {
     pub fn push(&self, v: String) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(v);
+        self.found.lock().unwrap_or_else(|p| p.into_inner()).push(v);
     }
 
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// One more check of `invariant`.
+    pub fn checked(&self, invariant: Invariant) {
+        *self
+            .checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(invariant)
+            .or_default() += 1;
+    }
+
+    pub fn checks(&self) -> BTreeMap<Invariant, usize> {
+        self.checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -947,15 +967,17 @@ pub(crate) async fn observe_with_pauses(
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     let late = now.duration_since(started) > silence_limit;
                     if late && !seen.contains_key(&id) && reported_absent.insert(id) {
-                        violations.push(format!(
-                            "liveness broker-{id} never published a heartbeat (at {})",
+                        violations.push(Invariant::Liveness.says(format!(
+                            "broker-{id} never published a heartbeat (at {})",
                             stamp().trim()
-                        ));
+                        )));
                     }
                     continue;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    violations.push(format!("torn-read broker-{id} at {}: {e}", stamp().trim()));
+                    violations.push(
+                        Invariant::TornRead.says(format!("broker-{id} at {}: {e}", stamp().trim())),
+                    );
                     continue;
                 }
                 // EIO and friends: the volume said no this time; ask again later.
@@ -968,6 +990,8 @@ pub(crate) async fn observe_with_pauses(
                     continue;
                 }
             };
+            violations.checked(Invariant::TornRead);
+            violations.checked(Invariant::HeartbeatRegressed);
             match seen.get_mut(&id) {
                 Some(s) if s.incarnation == hb.incarnation && s.sequence == hb.sequence => {
                     let Some(woke) = frozen.awake_since(id) else {
@@ -975,21 +999,21 @@ pub(crate) async fn observe_with_pauses(
                     };
                     let since = woke.map_or(s.changed_at, |w| w.max(s.changed_at));
                     if now.duration_since(since) > silence_limit {
-                        violations.push(format!(
-                            "liveness broker-{id} silent since sequence {} (at {})",
+                        violations.push(Invariant::Liveness.says(format!(
+                            "broker-{id} silent since sequence {} (at {})",
                             s.sequence,
                             stamp().trim()
-                        ));
+                        )));
                         s.changed_at = now;
                     }
                 }
                 Some(s) if s.incarnation == hb.incarnation && hb.sequence < s.sequence => {
-                    violations.push(format!(
-                        "heartbeat-regressed broker-{id} {} -> {} (at {})",
+                    violations.push(Invariant::HeartbeatRegressed.says(format!(
+                        "broker-{id} {} -> {} (at {})",
                         s.sequence,
                         hb.sequence,
                         stamp().trim()
-                    ));
+                    )));
                 }
                 _ => {
                     if seen

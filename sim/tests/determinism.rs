@@ -152,9 +152,20 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
     let p = &a.points;
     assert_eq!(p.crashes, 2, "{p:?}");
     assert!(p.pauses > 0 && p.delays > 0, "{p:?}");
-    for point in ["takeover.epoch-claimed", "replace.temp-durable", "flush.synced"] {
-        assert!(p.reached.contains_key(point), "{point} never reached: {p:?}");
+    for point in [
+        "takeover.epoch-claimed",
+        "replace.temp-durable",
+        "flush.synced",
+    ] {
+        assert!(
+            p.reached.contains_key(point),
+            "{point} never reached: {p:?}"
+        );
     }
-    let crashes = a.trace.iter().filter(|l| l.contains("crashes broker-")).count();
+    let crashes = a
+        .trace
+        .iter()
+        .filter(|l| l.contains("crashes broker-"))
+        .count();
     assert_eq!(crashes, 2);
 }

@@ -12,6 +12,15 @@ use std::time::Duration;
 
 use crate::workload::{Event, Outcome, PARTITIONS};
 
+mod epochs;
+mod groups;
+mod invariant;
+mod reads;
+mod topics;
+mod writes;
+
+pub use invariant::Invariant;
+
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -23,9 +32,9 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     let mut out = Vec::new();
     for p in 0..PARTITIONS {
         if !logs.contains_key(&p) {
-            out.push(format!(
-                "liveness partition {p} was not readable and writable after the faults healed"
-            ));
+            out.push(Invariant::Liveness.says(format!(
+                "partition {p} was not readable and writable after the faults healed"
+            )));
         }
     }
     let index = FinalIndex::new(logs, &mut out);
@@ -58,9 +67,9 @@ impl<'a> FinalIndex<'a> {
             for (offset, value, epoch) in log {
                 if let Some(e) = expected {
                     if *offset != e {
-                        out.push(format!(
-                            "poll-skip final read of partition {p} jumped from offset {e} to {offset}"
-                        ));
+                        out.push(Invariant::PollSkip.says(format!(
+                            "final read of partition {p} jumped from offset {e} to {offset}"
+                        )));
                     }
                 }
                 expected = Some(offset + 1);
@@ -86,10 +95,10 @@ impl<'a> FinalIndex<'a> {
             .collect();
         for (value, places) in &self.by_value {
             if places.len() > 1 && idempotent.contains(value) {
-                out.push(format!(
-                    "duplicate value {value} is in the log {} times: {places:?}",
+                out.push(Invariant::Duplicate.says(format!(
+                    "value {value} is in the log {} times: {places:?}",
                     places.len()
-                ));
+                )));
             }
         }
     }
@@ -134,6 +143,10 @@ impl<'a> Judge<'a> {
             regressed: BTreeSet::new(),
             admin_in_doubt: BTreeSet::new(),
         }
+    }
+
+    fn violate(&mut self, invariant: Invariant, detail: String) {
+        self.out.push(invariant.says(detail));
     }
 
     fn see(&mut self, t: &Duration, e: &'a Event) {
@@ -203,8 +216,8 @@ impl<'a> Judge<'a> {
             } => {
                 for p in partitions {
                     match self.owners.insert((*generation, *p), member) {
-                        Some(other) if other != member.as_str() => self.out.push(format!(
-                            "group-exclusivity generation {generation}: partition {p} owned by {other} and {member}"
+                        Some(other) if other != member.as_str() => self.violate(Invariant::GroupExclusivity, format!(
+                            "generation {generation}: partition {p} owned by {other} and {member}"
                         )),
                         _ => {}
                     }
@@ -216,10 +229,13 @@ impl<'a> Judge<'a> {
             } => {
                 let prefix = format!("churn-{incarnation}-");
                 if let Some(old) = values.iter().find(|v| !v.starts_with(&prefix)) {
-                    self.out.push(format!(
-                        "recreated-topic-not-empty incarnation {incarnation} of the recreated topic read {old} at {}",
-                        at(t)
-                    ));
+                    self.violate(
+                        Invariant::RecreatedTopicNotEmpty,
+                        format!(
+                            "incarnation {incarnation} of the recreated topic read {old} at {}",
+                            at(t)
+                        ),
+                    );
                 }
             }
             Event::Admin {
@@ -239,8 +255,8 @@ impl<'a> Judge<'a> {
                 values,
             } => {
                 if let Some(v) = values.first() {
-                    self.out.push(format!(
-                        "read-from-deleted-topic incarnation {incarnation} was deleted, then a fetch at {} returned {v}",
+                    self.violate(Invariant::ReadFromDeletedTopic, format!(
+                        "incarnation {incarnation} was deleted, then a fetch at {} returned {v}",
                         at(t)
                     ));
                 }
@@ -248,231 +264,42 @@ impl<'a> Judge<'a> {
             _ => {}
         }
     }
-
-    /// A broker never goes back to an older leader epoch of a partition: it
-    /// only follows newer assignments. Only answers in real-time order
-    /// count: one that arrived before this request was sent (an answer
-    /// held up by the network was made earlier).
-    fn metadata(
-        &mut self,
-        t: &Duration,
-        client: &'a str,
-        sent: &Duration,
-        broker: u32,
-        topic_id: &'a str,
-        (p, leader, epoch): (i32, i32, i32),
-    ) {
-        if leader < 0 || epoch < 0 {
-            return;
-        }
-        let key = (broker, topic_id, p);
-        let earlier = self.epochs.entry(key).or_default();
-        let before = earlier
-            .iter()
-            .filter(|(got, _, _)| got < sent)
-            .max_by_key(|(_, e, _)| *e);
-        if let Some((got, seen, who)) = before {
-            if epoch < *seen && self.regressed.insert(key) {
-                self.out.push(format!(
-                    "epoch-regression broker-{broker} answered {client} (asked at {}) that broker-{leader} leads {topic_id}/{p} in leader epoch {epoch}, after answering {who} leader epoch {seen} at {}",
-                    at(sent),
-                    at(got)
-                ));
-            }
-        }
-        earlier.push((*t, epoch, client));
-    }
-
-    /// An acknowledged write is in the final log where its answer said.
-    fn acked(
-        &mut self,
-        t: &Duration,
-        client: &str,
-        idempotent: bool,
-        (partition, offset): (i32, i64),
-        value: &str,
-        broker: u32,
-    ) {
-        if !self.logs.contains_key(&partition) {
-            return; // reported as liveness
-        }
-        match self.index.by_offset.get(&(partition, offset)) {
-            // A retry an idempotent producer sent to a new leader is
-            // answered by it for a batch its predecessor wrote, so only
-            // plain writes say which broker appended.
-            Some((v, epoch)) if *v == value => {
-                if !idempotent {
-                    self.ackers
-                        .entry((partition, *epoch))
-                        .or_default()
-                        .insert(broker);
-                }
-            }
-            Some((v, _)) => self.out.push(format!(
-                "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log has {v} there",
-                at(t)
-            )),
-            None => self.out.push(format!(
-                "lost-write {client} at {} had {value} acknowledged at {partition}/{offset} by broker-{broker}, the log ends before it",
-                at(t)
-            )),
-        }
-    }
-
-    /// A fetch starts where it asked, has no gaps, and agrees with every
-    /// other read and with the final log.
-    fn poll(
-        &mut self,
-        t: &Duration,
-        client: &'a str,
-        partition: i32,
-        from: i64,
-        got: &'a [(i64, String)],
-    ) {
-        if let Some((first, _)) = got.first() {
-            if *first < from {
-                self.out.push(format!(
-                    "nonmonotonic-poll {client} at {} asked {partition}/{from} and got offset {first}",
-                    at(t)
-                ));
-            } else if *first > from {
-                self.out.push(format!(
-                    "poll-skip {client} at {} asked {partition}/{from} and got offset {first} first",
-                    at(t)
-                ));
-            }
-        }
-        for pair in got.windows(2) {
-            if pair[1].0 != pair[0].0 + 1 {
-                self.out.push(format!(
-                    "poll-skip {client} at {} read {partition}/{} then {partition}/{}",
-                    at(t),
-                    pair[0].0,
-                    pair[1].0
-                ));
-            }
-        }
-        for (offset, value) in got {
-            if let Some((prev, who)) = self.seen_at.get(&(partition, *offset)) {
-                if *prev != value.as_str() {
-                    self.out.push(format!(
-                        "inconsistent-offsets {partition}/{offset} read as {prev} by {who} and as {value} by {client} at {}",
-                        at(t)
-                    ));
-                }
-            } else {
-                self.seen_at.insert((partition, *offset), (value, client));
-            }
-            if let Some((v, _)) = self.index.by_offset.get(&(partition, *offset)) {
-                if *v != value.as_str() {
-                    self.out.push(format!(
-                        "inconsistent-offsets {partition}/{offset} read as {value} by {client} at {}, the final log has {v}",
-                        at(t)
-                    ));
-                }
-            }
-        }
-    }
-
-    /// OffsetFetch never returns less than an acknowledged commit, unless
-    /// that smaller offset was itself a commit in doubt.
-    fn committed_offset(&mut self, t: &Duration, group: &str, partition: i32, offset: i64) {
-        let key = (group, partition);
-        let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(&offset));
-        if let Some((acked, when)) = self.committed.get(&key) {
-            if offset < *acked && !doubtful {
-                self.out.push(format!(
-                    "committed-offset-regression group {group} partition {partition}: offset {acked} was committed at {when}, OffsetFetch at {} returned {offset}",
-                    at(t)
-                ));
-            }
-        }
-    }
-
-    /// A create (or a grow) of a topic only this client asks for fails
-    /// only for the volume's reasons: an I/O error injected while it ran.
-    /// Anything else the cluster did to itself (a sweep of a live creator's
-    /// staging, two admin requests tripping over each other). "Already
-    /// exists" is fine only after an attempt whose outcome is unknown.
-    fn admin(
-        &mut self,
-        t: &Duration,
-        request: (&'a str, &'a str, bool),
-        broker: u32,
-        sent: &Duration,
-        answer: &Option<(i16, String)>,
-        volume_errors: u64,
-    ) {
-        let (client, topic, grow) = request;
-        let retried = self.admin_in_doubt.contains(&request);
-        match answer {
-            None => {
-                self.admin_in_doubt.insert(request);
-            }
-            Some((0, _)) => {}
-            Some((TOPIC_ALREADY_EXISTS, _)) if !grow && retried => {}
-            Some((INVALID_PARTITIONS, _)) if grow && retried => {}
-            Some((KAFKA_STORAGE_ERROR, _)) if volume_errors > 0 => {
-                self.admin_in_doubt.insert(request);
-            }
-            Some((code, message)) => {
-                self.admin_in_doubt.insert(request);
-                self.out.push(format!(
-                    "create-failed {client} {} {topic} via broker-{broker} (sent at {}, answered at {}, {volume_errors} volume errors meanwhile): error {code} {message}",
-                    if grow { "grew" } else { "created" },
-                    at(sent),
-                    at(t)
-                ));
-            }
-        }
-    }
-
-    /// Two brokers never acknowledge plain writes in one leader epoch.
-    fn split_brain(mut self) -> Vec<String> {
-        for ((p, epoch), brokers) in std::mem::take(&mut self.ackers) {
-            if brokers.len() > 1 {
-                self.out.push(format!(
-                    "split-brain partition {p} leader epoch {epoch}: writes acknowledged by brokers {brokers:?}"
-                ));
-            }
-        }
-        self.out
-    }
 }
 
 /// How many operations each invariant was checked against.
-pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<&'static str, usize> {
-    let mut c: BTreeMap<&'static str, usize> = BTreeMap::new();
+pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invariant, usize> {
+    use Invariant as I;
+    let mut c: BTreeMap<Invariant, usize> = BTreeMap::new();
     for (_, e) in events {
-        let keys: &[&'static str] = match e {
+        let keys: &[Invariant] = match e {
             Event::Produce {
                 outcome: Outcome::Acked { .. },
                 idempotent,
                 ..
             } => {
                 if *idempotent {
-                    &["lost-write", "duplicate"]
+                    &[I::LostWrite, I::Duplicate]
                 } else {
-                    &["lost-write", "split-brain"]
+                    &[I::LostWrite, I::SplitBrain]
                 }
             }
-            Event::Poll { .. } => &["inconsistent-offsets", "nonmonotonic-poll", "poll-skip"],
-            Event::Committed { .. } => &["committed-offset-regression"],
-            Event::Assigned { .. } => &["group-exclusivity"],
-            Event::ChurnRead { .. } => &["recreated-topic-not-empty"],
-            Event::DeletedRead { .. } => &["read-from-deleted-topic"],
-            Event::Metadata { .. } => &["epoch-regression"],
-            Event::Deleted { .. } => &["deletion-leftover", "deleted-partition-recreated"],
+            Event::Poll { .. } => &[I::InconsistentOffsets, I::NonmonotonicPoll, I::PollSkip],
+            Event::Committed { .. } => &[I::CommittedOffsetRegression],
+            Event::Assigned { .. } => &[I::GroupExclusivity],
+            Event::ChurnRead { .. } => &[I::RecreatedTopicNotEmpty],
+            Event::DeletedRead { .. } => &[I::ReadFromDeletedTopic],
+            Event::Metadata { .. } => &[I::EpochRegression],
+            Event::Deleted { .. } => &[I::DeletionLeftover, I::DeletedPartitionRecreated],
             Event::Admin {
                 answer: Some(_), ..
-            } => &["create-failed"],
+            } => &[I::CreateFailed],
             _ => &[],
         };
         for k in keys {
-            *c.entry(k).or_default() += 1;
+            *c.entry(*k).or_default() += 1;
         }
     }
-    c.insert("liveness", logs.len());
+    c.insert(I::Liveness, logs.len());
     c
 }
 

@@ -1,0 +1,64 @@
+//! The invariants a run is judged by. A violation is one line that starts
+//! with its invariant's name, then says what happened (`Invariant::says`),
+//! so scenarios and sweeps can count violations by invariant.
+
+use std::fmt;
+
+macro_rules! invariants {
+    ($($variant:ident = $name:literal: $doc:literal,)*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum Invariant {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl Invariant {
+            /// Every invariant, in the order sweep summaries list them.
+            pub const ALL: &[Invariant] = &[$(Invariant::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Invariant::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+invariants! {
+    LostWrite = "lost-write": "An acknowledged write is in the final log at the offset its answer named.",
+    Duplicate = "duplicate": "A value an idempotent producer sent is in the log once.",
+    SplitBrain = "split-brain": "Plain writes of one leader epoch are acknowledged by one broker.",
+    InconsistentOffsets = "inconsistent-offsets": "Every read of an offset returns the same record, the final log's.",
+    NonmonotonicPoll = "nonmonotonic-poll": "A fetch never returns records before the offset it asked for.",
+    PollSkip = "poll-skip": "A fetch and the final log have no gaps.",
+    EpochRegression = "epoch-regression": "A broker never answers an older leader epoch of a partition than it answered before.",
+    CommittedOffsetRegression = "committed-offset-regression": "OffsetFetch never returns less than an acknowledged commit.",
+    GroupExclusivity = "group-exclusivity": "One member owns a partition in a generation.",
+    RecreatedTopicNotEmpty = "recreated-topic-not-empty": "A recreated topic starts empty.",
+    ReadFromDeletedTopic = "read-from-deleted-topic": "Nothing is read from a topic after its deletion.",
+    CreateFailed = "create-failed": "A create or grow only fails for the volume's reasons.",
+    DeletionLeftover = "deletion-leftover": "A deleted topic's files are reaped once the cluster converged.",
+    DeletedPartitionRecreated = "deleted-partition-recreated": "Nothing makes a deleted topic's directory again.",
+    Liveness = "liveness": "Every partition is readable and writable, and every broker heartbeats, once faults heal.",
+    TornRead = "torn-read": "A reader never sees a half-replaced file.",
+    HeartbeatRegressed = "heartbeat-regressed": "A broker's heartbeat sequence never goes back within an incarnation.",
+}
+
+impl Invariant {
+    /// A violation of this invariant: its name, then `detail`.
+    pub fn says(self, detail: impl fmt::Display) -> String {
+        format!("{} {detail}", self.name())
+    }
+
+    /// The invariant a violation names (its first word), if it is one.
+    pub fn of(violation: &str) -> Option<Invariant> {
+        let word = violation.split(' ').next()?;
+        Invariant::ALL.iter().copied().find(|i| i.name() == word)
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

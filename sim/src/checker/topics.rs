@@ -1,0 +1,45 @@
+//! Topic administration (create-failed).
+
+use std::time::Duration;
+
+use super::{INVALID_PARTITIONS, Invariant, Judge, KAFKA_STORAGE_ERROR, TOPIC_ALREADY_EXISTS, at};
+
+impl<'a> Judge<'a> {
+    /// A create (or a grow) of a topic only this client asks for fails
+    /// only for the volume's reasons: an I/O error injected while it ran.
+    /// Anything else the cluster did to itself (a sweep of a live creator's
+    /// staging, two admin requests tripping over each other). "Already
+    /// exists" is fine only after an attempt whose outcome is unknown.
+    pub(super) fn admin(
+        &mut self,
+        t: &Duration,
+        request: (&'a str, &'a str, bool),
+        broker: u32,
+        sent: &Duration,
+        answer: &Option<(i16, String)>,
+        volume_errors: u64,
+    ) {
+        let (client, topic, grow) = request;
+        let retried = self.admin_in_doubt.contains(&request);
+        match answer {
+            None => {
+                self.admin_in_doubt.insert(request);
+            }
+            Some((0, _)) => {}
+            Some((TOPIC_ALREADY_EXISTS, _)) if !grow && retried => {}
+            Some((INVALID_PARTITIONS, _)) if grow && retried => {}
+            Some((KAFKA_STORAGE_ERROR, _)) if volume_errors > 0 => {
+                self.admin_in_doubt.insert(request);
+            }
+            Some((code, message)) => {
+                self.admin_in_doubt.insert(request);
+                self.violate(Invariant::CreateFailed, format!(
+                    "{client} {} {topic} via broker-{broker} (sent at {}, answered at {}, {volume_errors} volume errors meanwhile): error {code} {message}",
+                    if grow { "grew" } else { "created" },
+                    at(sent),
+                    at(t)
+                ));
+            }
+        }
+    }
+}
