@@ -43,6 +43,69 @@ fn scenario_summaries_match_their_snapshots() {
             s.name,
             scenario::summary(&bug)
         );
+        judge_change(&s.name, &text);
         insta::assert_snapshot!(s.name.clone(), text);
     }
+}
+
+/// Says what kind of change a summary has before insta shows the diff: a
+/// trace that changed while every verdict and violation stayed (re-bless
+/// it) is not the same news as a verdict that changed (look at it). While
+/// blessing (`INSTA_UPDATE=always`), insta takes the new text as it is.
+fn judge_change(name: &str, text: &str) {
+    if std::env::var("INSTA_UPDATE").is_ok_and(|u| u == "always") {
+        return;
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(format!("scenarios__{name}.snap"));
+    #[allow(clippy::disallowed_methods)] // the snapshot in the repository, not a volume
+    let Ok(stored) = std::fs::read_to_string(&path) else {
+        return; // a new scenario: insta reports it
+    };
+    let Some(old) = stored.splitn(3, "---\n").nth(2) else {
+        return;
+    };
+    let (old, new) = (old.trim_end(), text.trim_end());
+    if old == new {
+        return;
+    }
+    let without = |t: &str, prefix: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    };
+    let verdicts = |t: &str| -> Vec<String> {
+        let mut in_violations = false;
+        t.lines()
+            .filter(|l| {
+                if l.starts_with("violations:") {
+                    in_violations = true;
+                    return true;
+                }
+                if !l.starts_with("  ") {
+                    in_violations = false;
+                }
+                l.starts_with("verdict:")
+                    || l.ends_with(':') && !l.starts_with(' ')
+                    || in_violations
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    if verdicts(old) != verdicts(new) {
+        panic!(
+            "{name}: a VERDICT changed (not only digests): was {:?}, is {:?}; look at the run before re-blessing",
+            verdicts(old),
+            verdicts(new)
+        );
+    }
+    if without(old, "digest:") == without(new, "digest:") {
+        panic!(
+            "{name}: digests changed, verdicts and violations did not: re-bless with INSTA_UPDATE=always \
+             RUSTFLAGS=\"--cfg madsim\" CARGO_TARGET_DIR=target/madsim cargo test -p sim --test scenarios"
+        );
+    }
+    // Counts of injected faults changed too: insta shows the whole diff.
 }
