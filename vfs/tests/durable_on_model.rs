@@ -111,3 +111,35 @@ async fn at_most_one_host_wins_a_claim_despite_lost_replies() {
         "a lost create reply leaves the slot undecided"
     );
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn atomic_replace_writes_through_lost_replies_to_every_call() {
+    // Every create's reply is lost (EEXIST to our own create) and every
+    // rename's (ENOENT to our own rename): the replace must still land,
+    // with no temp file left over.
+    let mut config = NfsConfig::default();
+    config.faults.lost_reply_probability = 1.0;
+    let nfs = ModelNfs::new(config, 3);
+    let host = nfs.host(1);
+    for round in 0..5u8 {
+        atomic_replace(
+            &host,
+            Path::new("state"),
+            bytes::Bytes::from(vec![round; 100]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            read_file(&host, Path::new("state")).await.unwrap(),
+            vec![round; 100]
+        );
+    }
+    let names: Vec<String> = vfs::Vfs::read_dir(&host, Path::new(""))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, ["state"]);
+}

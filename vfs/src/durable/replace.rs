@@ -56,7 +56,20 @@ async fn create_temp(
         let temp = dir.join(temp_name(name, nonce()));
         match vfs.open(&temp, OpenOptions::create_new()).await {
             Ok(file) => return Ok((temp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            // Nobody else uses this fresh nonce: "already exists" is our own
+            // create whose reply was lost (NFS answers the retransmission
+            // EEXIST), so the file is ours to write. Found by a swarm world
+            // with only lost replies (seed 145): four in a row failed a write.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let ours = OpenOptions {
+                    truncate: true,
+                    ..OpenOptions::write()
+                };
+                match vfs.open(&temp, ours).await {
+                    Ok(file) => return Ok((temp, file)),
+                    Err(_) => last = Some(e),
+                }
+            }
             Err(e) => return Err(e),
         }
     }
