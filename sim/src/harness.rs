@@ -39,6 +39,8 @@ pub struct Options {
     pub reintroduce: Vec<String>,
     /// Whether the topic creators (`creators`) run.
     pub creators: bool,
+    /// Whether the trimmer (`trimmer`) runs.
+    pub trimmer: bool,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -73,6 +75,7 @@ impl Options {
             scripted: Vec::new(),
             reintroduce: Vec::new(),
             creators: true,
+            trimmer: true,
             pace: Pace::CLASSIC,
             points: PointRates::default(),
             world: "pinned",
@@ -262,9 +265,11 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "member-1",
         "creator-0",
         "creator-1",
+        "trimmer-0",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
+    .filter(|role| opts.trimmer || !role.starts_with("trimmer-"))
     .enumerate()
     {
         let node = handle
@@ -294,6 +299,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "member-0" | "member-1" => crate::members::member(session, faults_end).await,
                 "creator-0" => crate::creators::creator(session, 0, faults_end).await,
                 "creator-1" => crate::creators::creator(session, 1, faults_end).await,
+                "trimmer-0" => crate::trimmer::trimmer(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }
@@ -366,8 +372,17 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .build();
     let session = Session::new("final-reader", opts.brokers, start, history.clone());
     let deadline = start.elapsed() + LIVENESS;
+    let trimmed = opts
+        .trimmer
+        .then(|| Session::new("final-trim-reader", opts.brokers, start, history.clone()));
     let logs = reader
-        .spawn(workload::converge(session, deadline))
+        .spawn(async move {
+            let logs = workload::converge(session, deadline).await;
+            if let Some(s) = trimmed {
+                crate::trimmer::final_read(s, deadline).await;
+            }
+            logs
+        })
         .await
         .unwrap_or_default();
     // Deletions must finish within the same deadline.

@@ -17,6 +17,7 @@
 //! | `client` | a small Kafka client over simulated TCP |
 //! | `workload` | producers, the consumer, the churning admin, the final reader; the history |
 //! | `members` | consumer group members |
+//! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
@@ -48,5 +49,7 @@ pub mod relaunch;
 pub mod scenario;
 pub mod swarm;
 pub mod trace;
+#[cfg(madsim)]
+pub mod trimmer;
 #[cfg(madsim)]
 pub mod workload;

@@ -39,6 +39,10 @@ pub struct Scenario {
     /// topics would make too.
     #[serde(default = "yes")]
     pub creators: bool,
+    /// Whether the trimmer runs (`sim::trimmer`); off unless asked for, so
+    /// the scenarios written before it replay as they were recorded.
+    #[serde(default)]
+    pub trimmer: bool,
 }
 
 fn yes() -> bool {
@@ -156,6 +160,7 @@ impl Scenario {
             opts.nfs = nfs.clone();
         }
         opts.creators = self.creators;
+        opts.trimmer = self.trimmer;
         opts.scripted = self
             .timeline
             .iter()

@@ -128,6 +128,26 @@ pub enum Event {
         answer: Option<(i16, String)>,
         volume_errors: u64,
     },
+    /// A write to the trimmed topic acknowledged at `offset`.
+    TrimProduced {
+        partition: i32,
+        offset: i64,
+        value: String,
+    },
+    /// An acknowledged DeleteRecords of the trimmed topic: the log start
+    /// offset it answered.
+    Trimmed {
+        partition: i32,
+        asked: i64,
+        low_watermark: i64,
+    },
+    /// The trimmed topic's partition read whole once the faults healed:
+    /// its log start offset and every record from there.
+    TrimFinal {
+        partition: i32,
+        start: i64,
+        records: Vec<(i64, String)>,
+    },
 }
 
 /// One line of the trace for an event.
@@ -209,6 +229,26 @@ pub fn describe(e: &Event) -> String {
             answer
                 .as_ref()
                 .map_or("no answer".to_owned(), |(c, m)| format!("{c} {m}"))
+        ),
+        Event::TrimProduced {
+            partition,
+            offset,
+            value,
+        } => format!("trimmer produced {value} at {partition}/{offset}"),
+        Event::Trimmed {
+            partition,
+            asked,
+            low_watermark,
+        } => format!(
+            "trimmer deleted records of {partition} below {asked}: log start {low_watermark}"
+        ),
+        Event::TrimFinal {
+            partition,
+            start,
+            records,
+        } => format!(
+            "trimmer read {partition} whole: log start {start}, {} records",
+            records.len()
         ),
     }
 }
@@ -355,14 +395,14 @@ impl Session {
         }
     }
 
-    async fn leader(&mut self, topic: &str, partition: i32) -> Option<u32> {
+    pub(crate) async fn leader(&mut self, topic: &str, partition: i32) -> Option<u32> {
         if !self.leaders.contains_key(&(topic.to_owned(), partition)) {
             self.refresh(topic).await;
         }
         self.leaders.get(&(topic.to_owned(), partition)).copied()
     }
 
-    fn forget(&mut self, topic: &str, partition: i32) {
+    pub(crate) fn forget(&mut self, topic: &str, partition: i32) {
         self.leaders.remove(&(topic.to_owned(), partition));
     }
 

@@ -39,6 +39,8 @@ invariants! {
     CreateFailed = "create-failed": "A create or grow only fails for the volume's reasons.",
     DeletionLeftover = "deletion-leftover": "A deleted topic's files are reaped once the cluster converged.",
     DeletedPartitionRecreated = "deleted-partition-recreated": "Nothing makes a deleted topic's directory again.",
+    TrimmedWriteLost = "trimmed-write-lost": "On a trimmed log, every acknowledged record at or above the log start offset is served at its offset.",
+    DeleteRecordsUndone = "delete-records-undone": "The log start offset never goes back below what an acknowledged DeleteRecords answered.",
     Liveness = "liveness": "Every partition is readable and writable, and every broker heartbeats, once faults heal.",
     TornRead = "torn-read": "A reader never sees a half-replaced file.",
     HeartbeatRegressed = "heartbeat-regressed": "A broker's heartbeat sequence never goes back within an incarnation.",

@@ -17,6 +17,7 @@ mod groups;
 mod invariant;
 mod reads;
 mod topics;
+mod trim;
 mod writes;
 
 pub use invariant::Invariant;
@@ -37,6 +38,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
             )));
         }
     }
+    trim::check(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -293,13 +295,16 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::Admin {
                 answer: Some(_), ..
             } => &[I::CreateFailed],
+            Event::TrimProduced { .. } => &[I::TrimmedWriteLost],
+            Event::Trimmed { .. } => &[I::DeleteRecordsUndone],
+            Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
             _ => &[],
         };
         for k in keys {
             *c.entry(*k).or_default() += 1;
         }
     }
-    c.insert(I::Liveness, logs.len());
+    *c.entry(I::Liveness).or_default() += logs.len();
     c
 }
 
