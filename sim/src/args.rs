@@ -36,6 +36,11 @@ pub struct Args {
     #[arg(long, alias = "duration-secs", default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..))]
     pub duration: u64,
 
+    /// Nightly runs: ten simulated minutes of workload and faults per seed
+    /// (instead of --duration).
+    #[arg(long, conflicts_with = "duration")]
+    pub long: bool,
+
     /// Faults to inject, the same in every seed: `all`, `none`, or a
     /// comma-separated list of crash, pause, isolate, cut, nfs-restart, clock
     /// (per-broker wall-clock skew and jumps), nfs (the model NFS's own
@@ -84,6 +89,11 @@ pub struct Args {
 }
 
 impl Args {
+    /// Simulated seconds of workload and faults per seed.
+    pub fn duration_secs(&self) -> u64 {
+        if self.long { 600 } else { self.duration }
+    }
+
     /// The seeds to run, in order.
     pub fn seed_range(&self) -> std::ops::Range<u64> {
         match self.seeds {

@@ -25,7 +25,7 @@ pub fn main() -> ExitCode {
     println!(
         "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
         args.brokers,
-        args.duration,
+        args.duration_secs(),
         seeds.start,
         seeds.end,
         if args.check_determinism {
@@ -169,7 +169,7 @@ fn print_coverage(
 /// One seed's run as asked: swarm or pinned faults, run twice with
 /// `--check-determinism`.
 fn run_seed(args: &Args, seed: u64) -> Report {
-    let duration = Duration::from_secs(args.duration);
+    let duration = Duration::from_secs(args.duration_secs());
     let opts = match &args.faults {
         Some(f) => Options::with_faults(seed, args.brokers, duration, f.clone()),
         None => Options::swarm(seed, args.brokers, duration),
@@ -323,7 +323,8 @@ fn run_scenario(args: &Args, name: &str) -> ExitCode {
 fn replay(args: &Args, seed: u64) -> String {
     let mut cmd = format!(
         "cargo run -p sim -- --seed {seed} --brokers {} --duration {}",
-        args.brokers, args.duration
+        args.brokers,
+        args.duration_secs()
     );
     if let Some(f) = &args.faults {
         cmd.push_str(&format!(" --faults {}", fault_list(f)));
