@@ -112,6 +112,11 @@ impl Leaders {
                 Ok(n) => {
                     tracing::info!(topic_id = %t, partition = p, segments = n, "retention removed segments")
                 }
+                // Superseded: the successor leads; this copy only goes.
+                Err(crate::log::LogError::Fenced(_)) => {
+                    drop(log);
+                    self.step_down(&t, p).await;
+                }
                 Err(crate::log::LogError::Failed(why)) => {
                     tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
                     self.give_up(&t, p, log.epoch());

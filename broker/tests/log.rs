@@ -386,6 +386,33 @@ async fn a_zombie_cannot_acknowledge_or_damage_after_a_takeover() {
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
+async fn a_zombie_cannot_acknowledge_a_delete_records_or_remove_segments_after_a_takeover() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 4);
+    let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
+    let meta = with_topic(a.as_ref(), "orders", 1).await;
+    let config = LogConfig {
+        retention_bytes: Some(1),
+        ..small()
+    };
+    let zombie = lead(a.clone(), &meta, 0, 1, config.clone()).await.unwrap();
+    for i in 0..60 {
+        zombie.append(record(i)).await.unwrap();
+    }
+    let leader = lead(b.clone(), &meta, 0, 2, small()).await.unwrap();
+    let (start, end) = (leader.log_start_offset(), leader.high_watermark());
+    // The zombie wakes up: a DeleteRecords it answered would be undone by
+    // the new leader, which never reads the zombie's epoch again; its
+    // retention would unlink segments the new leader still serves.
+    let trimmed = zombie.delete_records(10).await;
+    assert!(matches!(trimmed, Err(LogError::Fenced(1))), "{trimmed:?}");
+    let _ = zombie.enforce_retention(0).await;
+    assert_eq!(leader.log_start_offset(), start);
+    let all = read_all(&leader, start).await;
+    assert_eq!(all.len() as i64, end - start, "every record still served");
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
 async fn a_zombie_racing_the_takeover_never_splits_the_log() {
     for seed in 0..20 {
         let nfs = ModelNfs::new(NfsConfig::hostile_without_errors(), seed);

@@ -27,6 +27,10 @@ impl Api {
                         Err(LogError::OutOfRange { .. }) => {
                             r.with_error_code(code(ResponseError::OffsetOutOfRange))
                         }
+                        // Another broker leads now; the client asks it.
+                        Err(LogError::Fenced(_)) => {
+                            r.with_error_code(code(ResponseError::NotLeaderOrFollower))
+                        }
                         Err(_) => r.with_error_code(code(ResponseError::KafkaStorageError)),
                     },
                 };

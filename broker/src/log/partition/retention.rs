@@ -59,6 +59,9 @@ impl PartitionLog {
             }
             w.manifest = manifest;
             vfs::fault_point!(self.vfs, "retention.manifest-written");
+            // A successor never reads this epoch's manifest again: if one
+            // took over, the segments are still its, not ours to unlink.
+            self.confirm_epoch(&mut w).await?;
         }
         let mut to_unlink = {
             let mut view = lock(&self.view);
@@ -115,9 +118,24 @@ impl PartitionLog {
             manifest.write(self.vfs.as_ref(), &self.dir).await?;
             vfs::fault_point!(self.vfs, "delete-records.manifest-written");
             w.manifest = manifest;
+            // Answered only while this epoch leads: a successor that took
+            // over meanwhile has the old log start, and keeps it.
+            self.confirm_epoch(&mut w).await?;
             lock(&self.view).log_start_offset = target;
         }
         Ok(target.max(start))
+    }
+
+    /// After a manifest write, whether this epoch still leads: the fence
+    /// check a flush makes before it acknowledges. A fenced log stops.
+    async fn confirm_epoch(&self, w: &mut Writer) -> Result<(), LogError> {
+        if self.fence.still_leader(self.epoch).await? {
+            return Ok(());
+        }
+        w.failed = Some(format!("fenced: epoch {} superseded", self.epoch));
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Err(LogError::Fenced(self.epoch))
     }
 
     /// Files still waiting for their unlink to succeed.
