@@ -387,11 +387,12 @@ fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
         let p = &report.points;
         if !p.reached.is_empty() {
             println!(
-                "  points reached={} at {} points | delays={} pauses={} crashes={}",
+                "  points reached={} at {} points | delays={} pauses={} freezes={} crashes={}",
                 p.reached.values().sum::<usize>(),
                 p.reached.len(),
                 p.delays,
                 p.pauses,
+                p.freezes,
                 p.crashes
             );
         }

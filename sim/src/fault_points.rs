@@ -2,9 +2,11 @@
 //! the hook the harness installs for a run whose world has point rates.
 //!
 //! Per reach, with the profile's rates: hold the calling task a little
-//! (a slow step), hold it for seconds while the rest of its broker runs on
-//! (a zombie between two steps of a volume change: its heartbeats go on,
-//! a successor may take over meanwhile), or crash the broker right there.
+//! (a slow step); hold it for seconds while the rest of its broker runs on
+//! (its heartbeats go on); freeze the whole broker right there for longer
+//! than a session timeout, so that a successor takes over and the broker
+//! wakes up as a zombie in the middle of its volume change; or crash the
+//! broker right there.
 //! A crash is a panic that madsim turns into a kill of the broker's node
 //! (the broker nodes restart on it, 1 to 10 s later), so the NFS host
 //! crashes with it (`nfs_hook`), exactly as a scheduled crash does.
@@ -36,6 +38,7 @@ pub struct Stats {
     pub reached: BTreeMap<&'static str, usize>,
     pub delays: usize,
     pub pauses: usize,
+    pub freezes: usize,
     pub crashes: u32,
 }
 
@@ -49,26 +52,31 @@ impl PointStats {
     }
 }
 
-/// Installs the hook for this run's thread; `None` uninstalls it. Without
-/// rates nothing is installed, so a run without point faults draws no
-/// extra randomness (and keeps its digest).
+/// Installs the hook for this run's thread (`vfs::fault_point::install(None)`
+/// removes it).
+/// The nodes a point acts on: the brokers (by broker id), and a node of
+/// its own that wakes frozen brokers up (a frozen node runs nothing).
+pub(crate) struct Targets {
+    pub brokers: Vec<madsim::task::NodeId>,
+    pub thawer: madsim::runtime::NodeHandle,
+}
+
 pub(crate) fn install(
     rates: &PointRates,
-    brokers: u32,
+    targets: Targets,
     until: Instant,
     trace: Trace,
     stats: PointStats,
     frozen: Frozen,
 ) {
-    if rates.delay + rates.pause + rates.crash <= 0.0 {
-        vfs::fault_point::install(None);
-        return;
-    }
     let rates = rates.clone();
     let start = Instant::now();
+    let targets = Arc::new(targets);
     vfs::fault_point::install(Some(Arc::new(move |host, name| {
+        let brokers = targets.brokers.len() as u32;
         let act = act(&rates, brokers, until, host, name, &stats);
         let (trace, stats, frozen) = (trace.clone(), stats.clone(), frozen.clone());
+        let targets = targets.clone();
         Box::pin(async move {
             let at = format!("{:>9.3}s", start.elapsed().as_secs_f64());
             let broker = host.unwrap_or_default();
@@ -86,6 +94,26 @@ pub(crate) fn install(
                     ));
                     tokio::time::sleep(d).await;
                 }
+                Act::Freeze(d) => {
+                    stats.lock().freezes += 1;
+                    trace.record(format!(
+                        "{at} point {name} freezes broker-{broker} {} ms",
+                        d.as_millis()
+                    ));
+                    let node = targets.brokers[broker as usize];
+                    frozen.set(broker, true);
+                    let handle = madsim::runtime::Handle::current();
+                    handle.pause(node);
+                    let thawed = frozen.clone();
+                    targets.thawer.spawn(async move {
+                        tokio::time::sleep(d).await;
+                        thawed.set(broker, false);
+                        madsim::runtime::Handle::current().resume(node);
+                    });
+                    // Yield, so that the rest of the step runs only once
+                    // the broker wakes up.
+                    tokio::task::yield_now().await;
+                }
                 Act::Crash => {
                     trace.record(format!("{at} point {name} crashes broker-{broker}"));
                     // Silent until it boots again (`start_broker`).
@@ -101,6 +129,7 @@ enum Act {
     Nothing,
     Delay(Duration),
     Pause(Duration),
+    Freeze(Duration),
     Crash,
 }
 
@@ -130,6 +159,11 @@ fn act(
         return Act::Nothing;
     }
     if roll < rates.crash + rates.pause {
+        // Half the holds freeze the whole broker past a session timeout
+        // (10 s), so that a successor takes over meanwhile.
+        if rng.gen_bool(0.5) {
+            return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
+        }
         return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));
     }
     if roll < rates.crash + rates.pause + rates.delay {

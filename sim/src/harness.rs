@@ -221,14 +221,6 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .collect();
     let frozen = Frozen::default();
     let point_stats = PointStats::default();
-    fault_points::install(
-        &opts.points,
-        opts.brokers,
-        start + opts.duration,
-        trace.clone(),
-        point_stats.clone(),
-        frozen.clone(),
-    );
     let brokers: Vec<NodeHandle> = (0..opts.brokers)
         .map(|id| {
             let clock = clocks[id as usize].clone();
@@ -239,6 +231,24 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             node
         })
         .collect();
+    // Before any broker runs: their first steps may reach a point. A run
+    // without point rates installs nothing (and makes no node for it), so
+    // it draws no extra randomness and keeps its digest.
+    if opts.points.active() {
+        fault_points::install(
+            &opts.points,
+            fault_points::Targets {
+                brokers: brokers.iter().map(NodeHandle::id).collect(),
+                thawer: handle.create_node().name("fault-points").build(),
+            },
+            start + opts.duration,
+            trace.clone(),
+            point_stats.clone(),
+            frozen.clone(),
+        );
+    } else {
+        vfs::fault_point::install(None);
+    }
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
@@ -540,10 +550,22 @@ impl FaultEnv {
         if let FaultKind::Pause(b) | FaultKind::Crash(b) = f.kind {
             self.frozen.set(b as u32, true);
         }
+        let boots = match f.kind {
+            FaultKind::Crash(b) => self.frozen.boots(b as u32),
+            _ => 0,
+        };
         apply_all(true);
         tokio::time::sleep(f.lasts).await;
         self.trace
             .record(format!("{} heal {}", self.stamp(), f.describe()));
+        if let FaultKind::Crash(b) = f.kind {
+            // A fault point's crash may have restarted the node meanwhile:
+            // then this restart crashes that process first (a restart
+            // without a kill would leave its sockets bound).
+            if self.frozen.boots(b as u32) != boots {
+                self.handle.kill(self.brokers[b].id());
+            }
+        }
         apply_all(false);
         if let FaultKind::Pause(b) | FaultKind::Crash(b) = f.kind {
             self.frozen.set(b as u32, false);
@@ -894,7 +916,7 @@ fn start_broker(
         .ip(ip)
         .restart_on_panic_matching(fault_points::CRASH)
         .init(move || {
-            frozen.set(id, false);
+            frozen.booted(id);
             let vfs: Arc<dyn Vfs> = Arc::new(nfs.boot_host(id));
             let config = config.clone();
             async move {
@@ -910,9 +932,29 @@ fn start_broker(
 /// restarted: their silence meanwhile is the fault's doing, not a liveness
 /// failure.
 #[derive(Clone, Default)]
-pub(crate) struct Frozen(Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>);
+pub(crate) struct Frozen(
+    Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>,
+    Arc<std::sync::Mutex<BTreeMap<u32, u64>>>,
+);
 
 impl Frozen {
+    /// A broker node booted (its first start or a restart).
+    fn booted(&self, broker: u32) {
+        self.set(broker, false);
+        *self
+            .1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(broker)
+            .or_default() += 1;
+    }
+
+    /// How many times the broker's node booted so far.
+    fn boots(&self, broker: u32) -> u64 {
+        let boots = self.1.lock().unwrap_or_else(|p| p.into_inner());
+        boots.get(&broker).copied().unwrap_or(0)
+    }
+
     pub(crate) fn set(&self, broker: u32, frozen: bool) {
         self.0
             .lock()

@@ -54,6 +54,13 @@ pub struct PointRates {
     pub max_crashes: u32,
 }
 
+impl PointRates {
+    /// Whether fault points do anything at all.
+    pub fn active(&self) -> bool {
+        self.delay + self.pause + self.crash > 0.0
+    }
+}
+
 /// One seed's world.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -276,7 +283,7 @@ impl Profile {
             );
         }
         let r = &self.points;
-        if r.delay + r.pause + r.crash > 0.0 {
+        if r.active() {
             let _ = write!(
                 s,
                 " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}]",
