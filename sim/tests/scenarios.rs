@@ -76,29 +76,23 @@ fn judge_change(name: &str, text: &str) {
             .map(str::to_owned)
             .collect()
     };
-    let verdicts = |t: &str| -> Vec<String> {
-        let mut in_violations = false;
-        t.lines()
-            .filter(|l| {
-                if l.starts_with("violations:") {
-                    in_violations = true;
-                    return true;
-                }
-                if !l.starts_with("  ") {
-                    in_violations = false;
-                }
-                l.starts_with("verdict:")
-                    || l.ends_with(':') && !l.starts_with(' ')
-                    || in_violations
-            })
-            .map(str::to_owned)
-            .collect()
+    let lines = |t: &str, keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        t.lines().filter(|l| keep(l)).map(str::to_owned).collect()
     };
-    if verdicts(old) != verdicts(new) {
+    let verdict = |l: &str| l.starts_with("verdict:");
+    if lines(old, &verdict) != lines(new, &verdict) {
         panic!(
-            "{name}: a VERDICT changed (not only digests): was {:?}, is {:?}; look at the run before re-blessing",
-            verdicts(old),
-            verdicts(new)
+            "{name}: a VERDICT changed: was {:?}, is {:?}; look at the run before re-blessing",
+            lines(old, &verdict),
+            lines(new, &verdict)
+        );
+    }
+    let violation = |l: &str| l.starts_with("  ") || l.starts_with("violations:");
+    if lines(old, &violation) != lines(new, &violation) {
+        panic!(
+            "{name}: the verdicts stayed, the VIOLATIONS changed: were {:?}, are {:?}; look at the run before re-blessing",
+            lines(old, &violation),
+            lines(new, &violation)
         );
     }
     if without(old, "digest:") == without(new, "digest:") {
