@@ -149,6 +149,14 @@ fn act(
         return Act::Nothing;
     }
     let mut rng = madsim::rand::thread_rng();
+    if rates.focus == Some(name) && rng.gen_bool(rates.focus_rate) {
+        let mut s = stats.lock();
+        if rng.gen_bool(0.5) && s.crashes < rates.max_crashes {
+            s.crashes += 1;
+            return Act::Crash;
+        }
+        return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
+    }
     let roll: f64 = rng.r#gen();
     if roll < rates.crash {
         let mut s = stats.lock();

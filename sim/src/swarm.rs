@@ -52,12 +52,55 @@ pub struct PointRates {
     pub crash: f64,
     /// Most crashes one run takes from fault points.
     pub max_crashes: u32,
+    /// One point this world aims at: each reach of it crashes or freezes
+    /// the broker with `focus_rate` (within `max_crashes` for crashes), so
+    /// every step boundary is hit in some seeds, not only the busy ones.
+    pub focus: Option<&'static str>,
+    pub focus_rate: f64,
+}
+
+/// Every fault point in the broker and `vfs::durable` (a test checks this
+/// list against the source).
+pub const POINTS: &[&str] = &[
+    "assignment.still-newest",
+    "claim.slot-created",
+    "claim.slot-filled",
+    "create-partitions.staged",
+    "create-topic.placed",
+    "create-topic.staged",
+    "delete-records.manifest-written",
+    "delete-topic.tombstoned",
+    "flush.acknowledged",
+    "flush.synced",
+    "group-load.read",
+    "group-save.saved",
+    "group-save.written",
+    "remove.children-removed",
+    "replace.renamed",
+    "replace.temp-durable",
+    "retention.manifest-written",
+    "retention.unlinked",
+    "roll.indexes-written",
+    "roll.segment-created",
+    "takeover.epoch-claimed",
+    "takeover.fenced",
+    "takeover.manifest-written",
+    "takeover.older-epoch-fenced",
+    "takeover.segment-written",
+    "takeover.tail-read",
+];
+
+fn focus(rng: &mut ChaCha8Rng) -> (Option<&'static str>, f64) {
+    (
+        Some(POINTS[rng.gen_range(0..POINTS.len())]),
+        rng.gen_range(0.05..0.5),
+    )
 }
 
 impl PointRates {
     /// Whether fault points do anything at all.
     pub fn active(&self) -> bool {
-        self.delay + self.pause + self.crash > 0.0
+        self.delay + self.pause + self.crash + self.focus.map_or(0.0, |_| self.focus_rate) > 0.0
     }
 }
 
@@ -154,12 +197,15 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
         }
         _ => {
             // crash-points: brokers die inside their own volume changes.
+            let (focus, focus_rate) = focus(rng);
             points = PointRates {
                 delay: 0.02,
                 delay_max_ms: 200,
                 pause: 0.01,
                 crash: rng.gen_range(0.002..0.02),
                 max_crashes: rng.gen_range(2..6),
+                focus,
+                focus_rate,
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -223,12 +269,19 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
         gap_ms: (squeeze(2_000), squeeze(10_000)),
     };
     let points = if rng.gen_bool(0.5) {
+        let (focus, focus_rate) = if rng.gen_bool(0.5) {
+            focus(rng)
+        } else {
+            (None, 0.0)
+        };
         PointRates {
             delay: rng.gen_range(0.0..0.05),
             delay_max_ms: rng.gen_range(10..500),
             pause: rng.gen_range(0.0..0.01),
             crash: rng.gen_range(0.0..0.005),
-            max_crashes: rng.gen_range(0..3),
+            max_crashes: rng.gen_range(1..4),
+            focus,
+            focus_rate,
         }
     } else {
         PointRates::default()
@@ -286,9 +339,13 @@ impl Profile {
         if r.active() {
             let _ = write!(
                 s,
-                " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}]",
+                " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}",
                 r.delay, r.delay_max_ms, r.pause, r.crash, r.max_crashes
             );
+            if let Some(f) = r.focus {
+                let _ = write!(s, " focus={f}@{:.2}", r.focus_rate);
+            }
+            s.push(']');
         }
         s
     }
@@ -297,6 +354,35 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_point_list_is_every_fault_point_in_the_source() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = std::collections::BTreeSet::new();
+        let mut stack = vec![root.join("broker/src"), root.join("vfs/src")];
+        #[allow(clippy::disallowed_methods)] // the repository's source, not a volume
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for part in text.split("fault_point!(").skip(1) {
+                        if let Some(name) = part.split('"').nth(1) {
+                            if part.find('"') < part.find(')') {
+                                found.insert(name.to_owned());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        found.remove("<change>.<step done>");
+        let listed: std::collections::BTreeSet<String> =
+            POINTS.iter().map(|p| (*p).to_owned()).collect();
+        assert_eq!(found, listed);
+    }
 
     #[test]
     fn a_seed_always_draws_the_same_profile_and_seeds_draw_many_worlds() {

@@ -4,7 +4,7 @@
 //! hits only by luck: a zombie flushing between two steps of a takeover, a
 //! crash between a manifest write and the unlink it allows).
 //!
-//! `fault_point!(vfs, "takeover.claimed")` marks one. In the production
+//! `fault_point!(vfs, "takeover.epoch-claimed")` marks one. In the production
 //! build it expands to nothing (`ci/test` checks the release binary for
 //! point names); in the simulation build it awaits the hook the simulator
 //! installed for this thread (each seed runs its runtime on a thread of its
