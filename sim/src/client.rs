@@ -48,10 +48,25 @@ impl Client {
         version: i16,
         request: RequestKind,
     ) -> Result<ResponseKind, CallError> {
+        self.call_within(CALL_TIMEOUT, to, api, version, request)
+            .await
+    }
+
+    /// [`Self::call`], waiting up to `timeout` for the answer (Kafka
+    /// clients wait 30 s by default: an answer from a broker that was
+    /// frozen that long still arrives).
+    pub async fn call_within(
+        &mut self,
+        timeout: Duration,
+        to: u32,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, CallError> {
         let correlation = self.next_correlation;
         self.next_correlation += 1;
         let outcome = tokio::time::timeout(
-            CALL_TIMEOUT,
+            timeout,
             self.exchange(to, api, version, correlation, request),
         )
         .await;

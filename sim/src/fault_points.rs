@@ -29,6 +29,10 @@ use crate::trace::Trace;
 /// nodes on it).
 pub(crate) const CRASH: &str = "kaas-fault-point crash";
 
+/// Most freezes one run takes outside the aimed-at points: each costs a
+/// takeover of everything the broker leads.
+const MAX_FREEZES: usize = 6;
+
 /// How often each point was reached and what the points did, per run.
 #[derive(Clone, Default)]
 pub struct PointStats(Arc<Mutex<Stats>>);
@@ -144,18 +148,29 @@ fn act(
     if host.is_none_or(|h| h >= brokers) {
         return Act::Nothing;
     }
-    *stats.lock().reached.entry(name).or_default() += 1;
+    let reach = {
+        let mut s = stats.lock();
+        let n = s.reached.entry(name).or_default();
+        *n += 1;
+        *n as u32
+    };
     if Instant::now() >= until {
         return Act::Nothing;
     }
     let mut rng = madsim::rand::thread_rng();
-    if rates.focus == Some(name) && rng.gen_bool(rates.focus_rate) {
+    let aimed = rates
+        .focus
+        .iter()
+        .any(|(p, k)| *p == name && (reach == *k || reach == 2 * *k));
+    if aimed {
         let mut s = stats.lock();
         if rng.gen_bool(0.5) && s.crashes < rates.max_crashes {
             s.crashes += 1;
             return Act::Crash;
         }
-        return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
+        // Past a session timeout (10 s) and the follow loop, short of a
+        // client's 30 s request timeout.
+        return Act::Freeze(Duration::from_millis(rng.gen_range(12_000..25_000)));
     }
     let roll: f64 = rng.r#gen();
     if roll < rates.crash {
@@ -169,7 +184,7 @@ fn act(
     if roll < rates.crash + rates.pause {
         // Half the holds freeze the whole broker past a session timeout
         // (10 s), so that a successor takes over meanwhile.
-        if rng.gen_bool(0.5) {
+        if rng.gen_bool(0.5) && stats.lock().freezes < MAX_FREEZES {
             return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
         }
         return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));

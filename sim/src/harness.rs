@@ -1022,7 +1022,12 @@ pub(crate) async fn observe_with_pauses(
             let hb = match heartbeat::read(vfs.as_ref(), id).await {
                 Ok(hb) => hb,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let late = now.duration_since(started) > silence_limit;
+                    // Not counting the time a fault held it frozen or dead.
+                    let Some(woke) = frozen.awake_since(id) else {
+                        continue;
+                    };
+                    let since = woke.map_or(started, |w| w.max(started));
+                    let late = now.duration_since(since) > silence_limit;
                     if late && !seen.contains_key(&id) && reported_absent.insert(id) {
                         violations.push(Invariant::Liveness.says(format!(
                             "broker-{id} never published a heartbeat (at {})",

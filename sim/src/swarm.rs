@@ -52,11 +52,11 @@ pub struct PointRates {
     pub crash: f64,
     /// Most crashes one run takes from fault points.
     pub max_crashes: u32,
-    /// One point this world aims at: each reach of it crashes or freezes
-    /// the broker with `focus_rate` (within `max_crashes` for crashes), so
-    /// every step boundary is hit in some seeds, not only the busy ones.
-    pub focus: Option<&'static str>,
-    pub focus_rate: f64,
+    /// The points this world aims at, each with the reach that acts
+    /// (`(point, k)`: its k-th reach, and its 2k-th, crash or freeze the
+    /// broker there), so that every step boundary is hit in some seeds, a
+    /// rare one as surely as a busy one, without a storm at the busy ones.
+    pub focus: Vec<(&'static str, u32)>,
 }
 
 /// Every fault point in the broker and `vfs::durable` (a test checks this
@@ -68,6 +68,7 @@ pub const POINTS: &[&str] = &[
     "create-partitions.staged",
     "create-topic.placed",
     "create-topic.staged",
+    "delete-records.decided",
     "delete-records.manifest-written",
     "delete-topic.tombstoned",
     "flush.acknowledged",
@@ -78,6 +79,7 @@ pub const POINTS: &[&str] = &[
     "remove.children-removed",
     "replace.renamed",
     "replace.temp-durable",
+    "retention.decided",
     "retention.manifest-written",
     "retention.unlinked",
     "roll.indexes-written",
@@ -90,17 +92,27 @@ pub const POINTS: &[&str] = &[
     "takeover.tail-read",
 ];
 
-fn focus(rng: &mut ChaCha8Rng) -> (Option<&'static str>, f64) {
-    (
-        Some(POINTS[rng.gen_range(0..POINTS.len())]),
-        rng.gen_range(0.05..0.5),
-    )
+/// Up to six points to aim at, each at a reach drawn log-uniformly from
+/// 1 to 64 (the first call of a rare step as likely as a late one of a
+/// busy step).
+fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
+    let n = rng.gen_range(1..=6);
+    let mut points: Vec<(&'static str, u32)> = (0..n)
+        .map(|_| {
+            let point = POINTS[rng.gen_range(0..POINTS.len())];
+            let k = 2f64.powf(rng.gen_range(0.0..6.0)) as u32;
+            (point, k.max(1))
+        })
+        .collect();
+    points.sort_unstable();
+    points.dedup_by_key(|(p, _)| *p);
+    points
 }
 
 impl PointRates {
     /// Whether fault points do anything at all.
     pub fn active(&self) -> bool {
-        self.delay + self.pause + self.crash + self.focus.map_or(0.0, |_| self.focus_rate) > 0.0
+        self.delay + self.pause + self.crash > 0.0 || !self.focus.is_empty()
     }
 }
 
@@ -197,15 +209,13 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
         }
         _ => {
             // crash-points: brokers die inside their own volume changes.
-            let (focus, focus_rate) = focus(rng);
             points = PointRates {
                 delay: 0.02,
                 delay_max_ms: 200,
                 pause: 0.01,
                 crash: rng.gen_range(0.002..0.02),
                 max_crashes: rng.gen_range(2..6),
-                focus,
-                focus_rate,
+                focus: focus(rng),
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -268,20 +278,14 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
         lasts_ms: (squeeze(1_000), squeeze(8_000)),
         gap_ms: (squeeze(2_000), squeeze(10_000)),
     };
-    let points = if rng.gen_bool(0.5) {
-        let (focus, focus_rate) = if rng.gen_bool(0.5) {
-            focus(rng)
-        } else {
-            (None, 0.0)
-        };
+    let points = if rng.gen_bool(0.7) {
         PointRates {
             delay: rng.gen_range(0.0..0.05),
             delay_max_ms: rng.gen_range(10..500),
             pause: rng.gen_range(0.0..0.01),
             crash: rng.gen_range(0.0..0.005),
             max_crashes: rng.gen_range(1..4),
-            focus,
-            focus_rate,
+            focus: focus(rng),
         }
     } else {
         PointRates::default()
@@ -342,8 +346,9 @@ impl Profile {
                 " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}",
                 r.delay, r.delay_max_ms, r.pause, r.crash, r.max_crashes
             );
-            if let Some(f) = r.focus {
-                let _ = write!(s, " focus={f}@{:.2}", r.focus_rate);
+            if !r.focus.is_empty() {
+                let aims: Vec<String> = r.focus.iter().map(|(p, k)| format!("{p}#{k}")).collect();
+                let _ = write!(s, " focus={}", aims.join(","));
             }
             s.push(']');
         }

@@ -216,7 +216,8 @@ impl Session {
             .with_timeout_ms(3000);
         match self
             .client
-            .call(
+            .call_within(
+                Duration::from_secs(30),
                 to,
                 ApiKey::DeleteRecords,
                 2,

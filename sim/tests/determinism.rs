@@ -144,8 +144,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         pause: 0.01,
         crash: 0.01,
         max_crashes: 2,
-        focus: None,
-        focus_rate: 0.0,
+        focus: Vec::new(),
     };
     let a = harness::run(&o);
     let b = harness::run(&o);

@@ -47,6 +47,7 @@ impl PartitionLog {
             doomed.push(seg.clone());
         }
         if !doomed.is_empty() {
+            vfs::fault_point!(self.vfs, "retention.decided");
             let mut manifest = w.manifest.clone();
             manifest.segments.drain(..doomed.len());
             manifest.log_start_offset = manifest
@@ -113,6 +114,7 @@ impl PartitionLog {
             });
         }
         if target > start {
+            vfs::fault_point!(self.vfs, "delete-records.decided");
             let mut manifest = w.manifest.clone();
             manifest.log_start_offset = target;
             manifest.write(self.vfs.as_ref(), &self.dir).await?;
