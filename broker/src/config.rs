@@ -81,6 +81,13 @@ pub struct Config {
     )]
     pub group_initial_rebalance_delay_ms: u64,
 
+    /// Producer ids one claim on the volume reserves for this broker (Kafka
+    /// hands them out in blocks of 1000 too). Smaller blocks mean more
+    /// claims; the simulator uses tiny ones so that brokers race for them.
+    #[arg(long, env = "KAAS_PRODUCER_ID_BLOCK", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub producer_id_block: u32,
+
     /// This broker's wall clock (the system clock in production; the
     /// simulator skews and jumps it).
     #[arg(skip)]

@@ -177,6 +177,7 @@ impl Node {
                 auto_create_topics: config.auto_create_topics,
                 default_partitions: config.num_partitions.max(1),
                 max_message_bytes: 1024 * 1024,
+                producer_id_block: config.producer_id_block,
             },
             leaders.clone(),
             coordinators.clone(),

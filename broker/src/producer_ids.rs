@@ -1,6 +1,6 @@
 //! Producer ids for idempotent producers, handed out in blocks.
 //!
-//! A block of `BLOCK` ids is owned by whoever wins the exclusive create of
+//! A block of ids (`--producer-id-block`, 1000 by default) is owned by whoever wins the exclusive create of
 //! `producers/block-<n>` (verified by reading its token back), so no two
 //! brokers, and no two incarnations of one broker, ever hand out the same
 //! id. A lost or undecided claim only burns a block; ids are plentiful.
@@ -12,7 +12,6 @@ use std::sync::Arc;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim};
 
-pub(crate) const BLOCK: i64 = 1000;
 /// Claims tried before an allocation gives up (and the client retries).
 const MAX_ATTEMPTS: u64 = 64;
 
@@ -23,6 +22,7 @@ fn block_path(n: u64) -> PathBuf {
 pub(crate) struct ProducerIds {
     vfs: Arc<dyn Vfs>,
     token: ClaimToken,
+    block: i64,
     state: tokio::sync::Mutex<Range>,
 }
 
@@ -35,9 +35,10 @@ struct Range {
 }
 
 impl ProducerIds {
-    pub fn new(vfs: Arc<dyn Vfs>, broker: u32) -> Self {
+    pub fn new(vfs: Arc<dyn Vfs>, broker: u32, block: u32) -> Self {
         Self {
             vfs,
+            block: i64::from(block.max(1)),
             token: ClaimToken::fresh(&format!("producer-ids-{broker}")),
             state: tokio::sync::Mutex::new(Range::default()),
         }
@@ -53,8 +54,8 @@ impl ProducerIds {
             };
             let n = self.claim_block(start).await?;
             r.hint = Some(n + 1);
-            r.next = n as i64 * BLOCK;
-            r.end = r.next + BLOCK;
+            r.next = n as i64 * self.block;
+            r.end = r.next + self.block;
         }
         let id = r.next;
         r.next += 1;
@@ -119,17 +120,35 @@ mod tests {
         vfs.mkdir(std::path::Path::new(crate::layout::PRODUCERS_DIR))
             .await
             .unwrap();
-        let a = ProducerIds::new(vfs.clone(), 1);
-        let b = ProducerIds::new(vfs.clone(), 2);
+        const BLOCK: u32 = 1000;
+        let a = ProducerIds::new(vfs.clone(), 1, BLOCK);
+        let b = ProducerIds::new(vfs.clone(), 2, BLOCK);
         let mut seen = BTreeSet::new();
         for _ in 0..1500 {
             assert!(seen.insert(a.allocate().await.unwrap()));
             assert!(seen.insert(b.allocate().await.unwrap()));
         }
         // A restarted broker finds the frontier and starts past it.
-        let c = ProducerIds::new(vfs.clone(), 1);
+        let c = ProducerIds::new(vfs.clone(), 1, BLOCK);
         let id = c.allocate().await.unwrap();
         assert!(seen.insert(id));
-        assert_eq!(id, 4 * BLOCK, "blocks 0-3 are taken");
+        assert_eq!(id, 4 * i64::from(BLOCK), "blocks 0-3 are taken");
+    }
+
+    #[tokio::test]
+    async fn small_blocks_are_claimed_one_after_another() {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        vfs.mkdir(std::path::Path::new(crate::layout::PRODUCERS_DIR))
+            .await
+            .unwrap();
+        let a = ProducerIds::new(vfs.clone(), 1, 2);
+        let b = ProducerIds::new(vfs.clone(), 2, 2);
+        let ids = [
+            a.allocate().await.unwrap(),
+            a.allocate().await.unwrap(),
+            b.allocate().await.unwrap(),
+            a.allocate().await.unwrap(),
+        ];
+        assert_eq!(ids, [0, 1, 2, 4], "a: block 0, b: block 1, a: block 2");
     }
 }

@@ -50,6 +50,7 @@ fn api_on(
             auto_create_topics: false,
             default_partitions: 1,
             max_message_bytes: 1 << 20,
+            producer_id_block: 1000,
         },
         leaders.clone(),
         coordinators,

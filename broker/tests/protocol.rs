@@ -34,6 +34,7 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
             auto_create_topics: true,
             default_partitions: 1,
             max_message_bytes: 1 << 20,
+            producer_id_block: 1000,
         },
         leaders,
         Arc::new(broker::groups::Coordinators::new(

@@ -121,7 +121,7 @@ pub(crate) fn install(
                 Act::Crash => {
                     trace.record(format!("{at} point {name} crashes broker-{broker}"));
                     // Silent until it boots again (`start_broker`).
-                    frozen.set(broker, true);
+                    frozen.crashed_at_point(broker);
                     panic!("{CRASH} of broker-{broker} at {name}");
                 }
             }

@@ -41,6 +41,10 @@ pub struct Options {
     pub creators: bool,
     /// Whether the trimmer (`trimmer`) runs.
     pub trimmer: bool,
+    /// Whether a client asks for producer ids all the time (`workload::id_racer`).
+    pub id_racer: bool,
+    /// Producer ids per block a broker claims (`--producer-id-block`).
+    pub producer_id_block: u32,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -76,6 +80,8 @@ impl Options {
             reintroduce: Vec::new(),
             creators: true,
             trimmer: true,
+            id_racer: true,
+            producer_id_block: 3,
             pace: Pace::CLASSIC,
             points: PointRates::default(),
             world: "pinned",
@@ -224,7 +230,14 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let brokers: Vec<NodeHandle> = (0..opts.brokers)
         .map(|id| {
             let clock = clocks[id as usize].clone();
-            let node = start_broker(&handle, &nfs, id, clock, frozen.clone());
+            let node = start_broker(
+                &handle,
+                &nfs,
+                id,
+                clock,
+                frozen.clone(),
+                opts.producer_id_block,
+            );
             if let Some(hook) = &hook {
                 hook.map(node.id(), id);
             }
@@ -276,10 +289,12 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "creator-0",
         "creator-1",
         "trimmer-0",
+        "ids-0",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
     .filter(|role| opts.trimmer || !role.starts_with("trimmer-"))
+    .filter(|role| opts.id_racer || !role.starts_with("ids-"))
     .enumerate()
     {
         let node = handle
@@ -310,6 +325,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "creator-0" => crate::creators::creator(session, 0, faults_end).await,
                 "creator-1" => crate::creators::creator(session, 1, faults_end).await,
                 "trimmer-0" => crate::trimmer::trimmer(session, faults_end).await,
+                "ids-0" => workload::id_racer(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }
@@ -558,15 +574,22 @@ impl FaultEnv {
         tokio::time::sleep(f.lasts).await;
         self.trace
             .record(format!("{} heal {}", self.stamp(), f.describe()));
+        let mut heal = true;
         if let FaultKind::Crash(b) = f.kind {
             // A fault point's crash may have restarted the node meanwhile:
             // then this restart crashes that process first (a restart
-            // without a kill would leave its sockets bound).
-            if self.frozen.boots(b as u32) != boots {
+            // without a kill would leave its sockets bound). If madsim still
+            // owes the node the restart of a point crash, that restart is
+            // this one too: a second would boot a process beside it.
+            if self.frozen.restart_owed(b as u32) {
+                heal = false;
+            } else if self.frozen.boots(b as u32) != boots {
                 self.handle.kill(self.brokers[b].id());
             }
         }
-        apply_all(false);
+        if heal {
+            apply_all(false);
+        }
         if let FaultKind::Pause(b) | FaultKind::Crash(b) = f.kind {
             self.frozen.set(b as u32, false);
         }
@@ -888,6 +911,7 @@ fn start_broker(
     id: u32,
     clock: WallClock,
     frozen: Frozen,
+    producer_id_block: u32,
 ) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
     let config = Config::try_parse_from([
@@ -903,6 +927,8 @@ fn start_broker(
         // own address too (the check has unit tests and ci/image.sh).
         "--advertised-check-secs".to_owned(),
         "0".to_owned(),
+        "--producer-id-block".to_owned(),
+        producer_id_block.to_string(),
     ])
     .expect("simulator builds a valid broker config");
     let config = Config {
@@ -932,44 +958,55 @@ fn start_broker(
 /// restarted: their silence meanwhile is the fault's doing, not a liveness
 /// failure.
 #[derive(Clone, Default)]
-pub(crate) struct Frozen(
-    Arc<std::sync::Mutex<BTreeMap<u32, (bool, Instant)>>>,
-    Arc<std::sync::Mutex<BTreeMap<u32, u64>>>,
-);
+pub(crate) struct Frozen(Arc<std::sync::Mutex<FrozenState>>);
+
+#[derive(Default)]
+struct FrozenState {
+    /// Per broker: frozen now?, and since when (or since when awake).
+    awake: BTreeMap<u32, (bool, Instant)>,
+    /// How many times each broker's node booted.
+    boots: BTreeMap<u32, u64>,
+    /// Brokers a fault point crashed that have not booted again: madsim
+    /// restarts them itself, after a delay of its own choosing.
+    restarting: std::collections::BTreeSet<u32>,
+}
 
 impl Frozen {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FrozenState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A broker node booted (its first start or a restart).
     fn booted(&self, broker: u32) {
         self.set(broker, false);
-        *self
-            .1
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(broker)
-            .or_default() += 1;
+        let mut s = self.lock();
+        *s.boots.entry(broker).or_default() += 1;
+        s.restarting.remove(&broker);
     }
 
     /// How many times the broker's node booted so far.
     fn boots(&self, broker: u32) -> u64 {
-        let boots = self.1.lock().unwrap_or_else(|p| p.into_inner());
-        boots.get(&broker).copied().unwrap_or(0)
+        self.lock().boots.get(&broker).copied().unwrap_or(0)
+    }
+
+    /// A fault point crashed the broker; madsim boots it again later.
+    pub(crate) fn crashed_at_point(&self, broker: u32) {
+        self.set(broker, true);
+        self.lock().restarting.insert(broker);
+    }
+
+    /// Whether madsim still owes the broker the restart of a point crash.
+    fn restart_owed(&self, broker: u32) -> bool {
+        self.lock().restarting.contains(&broker)
     }
 
     pub(crate) fn set(&self, broker: u32, frozen: bool) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(broker, (frozen, Instant::now()));
+        self.lock().awake.insert(broker, (frozen, Instant::now()));
     }
 
     /// `None` while frozen, else when it last woke up (if ever).
     fn awake_since(&self, broker: u32) -> Option<Option<Instant>> {
-        match self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&broker)
-        {
+        match self.lock().awake.get(&broker) {
             Some((true, _)) => None,
             Some((false, at)) => Some(Some(*at)),
             None => Some(None),

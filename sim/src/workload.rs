@@ -128,6 +128,13 @@ pub enum Event {
         answer: Option<(i16, String)>,
         volume_errors: u64,
     },
+    /// An InitProducerId answer of `broker` (no transactional id): the
+    /// producer id it handed out.
+    ProducerId {
+        client: String,
+        broker: u32,
+        id: i64,
+    },
     /// A write to the trimmed topic acknowledged at `offset`.
     TrimProduced {
         partition: i32,
@@ -230,6 +237,9 @@ pub fn describe(e: &Event) -> String {
                 .as_ref()
                 .map_or("no answer".to_owned(), |(c, m)| format!("{c} {m}"))
         ),
+        Event::ProducerId { client, broker, id } => {
+            format!("{client} init-producer-id broker-{broker} -> {id}")
+        }
         Event::TrimProduced {
             partition,
             offset,
@@ -660,7 +670,7 @@ impl Session {
         }
     }
 
-    async fn init_producer_id(&mut self) -> (i64, i16) {
+    pub(crate) async fn init_producer_id(&mut self) -> (i64, i16) {
         loop {
             let to = self.any_broker();
             let req = InitProducerIdRequest::default()
@@ -679,6 +689,14 @@ impl Session {
                 .await
             {
                 Ok(ResponseKind::InitProducerId(r)) if r.error_code == 0 => {
+                    self.history.record(
+                        self.now(),
+                        Event::ProducerId {
+                            client: self.name.clone(),
+                            broker: to,
+                            id: r.producer_id.0,
+                        },
+                    );
                     return (r.producer_id.0, r.producer_epoch);
                 }
                 other => tracing::debug!(client = %self.name, ?other, "InitProducerId"),
@@ -764,6 +782,17 @@ pub async fn producer(mut s: Session, until: Duration, idempotent: bool) {
         );
         n += 1;
         let pause = madsim::rand::thread_rng().gen_range(10..150);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Asks random brokers for producer ids until `until`, quickly enough that
+/// brokers claim id blocks all the time and race each other for them
+/// (the simulator's blocks are tiny).
+pub(crate) async fn id_racer(mut s: Session, until: Duration) {
+    while s.now() < until {
+        s.init_producer_id().await;
+        let pause = madsim::rand::thread_rng().gen_range(20..300);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }

@@ -67,6 +67,8 @@ pub struct ApiConfig {
     pub default_partitions: u32,
     /// Largest record set accepted per partition (Kafka's message.max.bytes).
     pub max_message_bytes: usize,
+    /// Producer ids per claimed block (`--producer-id-block`).
+    pub producer_id_block: u32,
 }
 
 /// The request handler of one broker.
@@ -130,7 +132,7 @@ impl Api {
         assignment: watch::Receiver<Option<Assignment>>,
     ) -> Self {
         Self {
-            producer_ids: ProducerIds::new(vfs.clone(), config.broker_id),
+            producer_ids: ProducerIds::new(vfs.clone(), config.broker_id, config.producer_id_block),
             vfs,
             config,
             leaders,

@@ -125,6 +125,8 @@ struct Judge<'a> {
     owners: BTreeMap<(i32, i32), &'a str>,
     epochs: BTreeMap<(u32, &'a str, i32), Answers<'a>>,
     regressed: BTreeSet<(u32, &'a str, i32)>,
+    /// Producer ids handed out so far: who got each, from which broker, when.
+    producer_ids: BTreeMap<i64, (&'a str, u32, Duration)>,
     /// Admin requests whose outcome is unknown: no answer, or a failure the
     /// volume may explain (an EIO after the server applied the request).
     admin_in_doubt: BTreeSet<(&'a str, &'a str, bool)>,
@@ -144,6 +146,7 @@ impl<'a> Judge<'a> {
             epochs: BTreeMap::new(),
             regressed: BTreeSet::new(),
             admin_in_doubt: BTreeSet::new(),
+            producer_ids: BTreeMap::new(),
         }
     }
 
@@ -252,6 +255,17 @@ impl<'a> Judge<'a> {
                 let request = (client.as_str(), topic.as_str(), *grow);
                 self.admin(t, request, *broker, sent, answer, *volume_errors);
             }
+            Event::ProducerId { client, broker, id } => {
+                if let Some((first, by, when)) =
+                    self.producer_ids.insert(*id, (client, *broker, *t))
+                {
+                    self.violate(Invariant::ProducerIdReused, format!(
+                        "producer id {id} went to {first} from broker-{by} at {} and to {client} from broker-{broker} at {}",
+                        at(&when),
+                        at(t)
+                    ));
+                }
+            }
             Event::DeletedRead {
                 incarnation,
                 values,
@@ -296,6 +310,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
                 answer: Some(_), ..
             } => &[I::CreateFailed],
             Event::TrimProduced { .. } => &[I::TrimmedWriteLost],
+            Event::ProducerId { .. } => &[I::ProducerIdReused],
             Event::Trimmed { .. } => &[I::DeleteRecordsUndone],
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
             _ => &[],
