@@ -52,6 +52,7 @@ impl ProducerIds {
                 Some(h) => h,
                 None => first_unclaimed(self.vfs.as_ref()).await?,
             };
+            vfs::fault_point!(self.vfs, "producer-ids.block-chosen");
             let n = self.claim_block(start).await?;
             r.hint = Some(n + 1);
             r.next = n as i64 * self.block;

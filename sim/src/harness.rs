@@ -1051,9 +1051,13 @@ pub(crate) async fn observe_with_pauses(
     // restarted broker watches its old heartbeat before it writes its own
     // (`broker::startup::check_id_not_live`).
     let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14 + 2 * HEARTBEAT_SECS);
+    let mut controllers = crate::controllers::Controllers::new();
     let mut interval = tokio::time::interval(OBSERVE_EVERY);
     loop {
         interval.tick().await;
+        controllers
+            .look(vfs.as_ref(), &violations, stamp().trim())
+            .await;
         let now = Instant::now();
         for id in 0..brokers {
             let hb = match heartbeat::read(vfs.as_ref(), id).await {

@@ -18,6 +18,7 @@
 //! | `workload` | producers, the consumer, the churning admin, the producer-id racer, the final reader; the history |
 //! | `members` | consumer group members |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
+//! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
@@ -33,6 +34,8 @@ pub mod checker;
 pub mod cli;
 #[cfg(madsim)]
 pub mod client;
+#[cfg(madsim)]
+pub(crate) mod controllers;
 #[cfg(madsim)]
 pub mod creators;
 #[cfg(madsim)]

@@ -625,9 +625,17 @@ impl Session {
                             .with_committed_offset(offset),
                     ]),
             ]);
+        // As long as a Kafka client waits (request.timeout.ms): the answer
+        // of a coordinator frozen past its successor's takeover still comes.
         let ok = match self
             .client
-            .call(to, ApiKey::OffsetCommit, 7, RequestKind::OffsetCommit(req))
+            .call_within(
+                COMMIT_TIMEOUT,
+                to,
+                ApiKey::OffsetCommit,
+                7,
+                RequestKind::OffsetCommit(req),
+            )
             .await
         {
             Ok(ResponseKind::OffsetCommit(r)) => r
@@ -705,6 +713,8 @@ impl Session {
         }
     }
 }
+
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Retriable produce errors: the client refreshes metadata and retries the
 /// same batch (same sequence number).
@@ -802,6 +812,7 @@ pub(crate) async fn id_racer(mut s: Session, until: Duration) {
 pub async fn consumer(mut s: Session, until: Duration) {
     let mut pos: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
     let mut polls = 0u64;
+    let mut restart = false;
     while s.now() < until {
         for partition in 0..PARTITIONS {
             let from = pos[&partition];
@@ -823,6 +834,7 @@ pub async fn consumer(mut s: Session, until: Duration) {
             if polls % 4 == 0 {
                 let offset = pos[&partition];
                 let acked = s.commit(partition, offset, -1, "").await;
+                restart |= !acked;
                 s.history.record(
                     s.now(),
                     Event::Commit {
@@ -834,7 +846,10 @@ pub async fn consumer(mut s: Session, until: Duration) {
                 );
             }
         }
-        if madsim::rand::thread_rng().gen_ratio(1, 15) {
+        // Now and then, and whenever a commit failed (the coordinator may
+        // have moved), it restarts from the committed offsets.
+        if restart || madsim::rand::thread_rng().gen_ratio(1, 15) {
+            restart = false;
             for partition in 0..PARTITIONS {
                 if let Some(offset) = s.committed(partition).await {
                     let group = s.group.clone();

@@ -159,6 +159,9 @@ impl ControllerAgent {
     async fn take_over(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
         let next = epoch + 1;
         let v = self.vfs.clone();
+        // Between finding the newest epoch and claiming the next one, a
+        // rival may claim it first: the claim, not this choice, decides.
+        vfs::fault_point!(v, "election.next-chosen");
         match election::try_claim(v.as_ref(), next, self.broker, &self.token).await? {
             Holder::Me => {
                 tracing::info!(broker = self.broker, epoch = next, "became controller");

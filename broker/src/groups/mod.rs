@@ -193,6 +193,7 @@ impl Slot {
         if self.is_fenced() {
             return Err(code(ResponseError::NotCoordinator));
         }
+        vfs::fault_point!(self.vfs, "group-save.decided");
         let outcome = async {
             store::save(
                 self.vfs.as_ref(),
