@@ -95,18 +95,101 @@ pub const POINTS: &[&str] = &[
     "takeover.tail-read",
 ];
 
-/// Up to six points to aim at, each at a reach drawn log-uniformly from
-/// 1 to 64 (the first call of a rare step as likely as a late one of a
-/// busy step).
+/// The steps of one durable protocol, as fault points: a world that aims
+/// at a family holds or crashes brokers at several steps of the same kind
+/// of change in one run (a coordinator frozen before its write while its
+/// successor loads; two claimants of one controller epoch).
+pub const FAMILIES: &[(&str, &[&str])] = &[
+    (
+        "election",
+        &[
+            "election.next-chosen",
+            "claim.slot-created",
+            "claim.slot-filled",
+            "assignment.still-newest",
+        ],
+    ),
+    (
+        "producer-ids",
+        &[
+            "producer-ids.block-chosen",
+            "claim.slot-created",
+            "claim.slot-filled",
+        ],
+    ),
+    (
+        "groups",
+        &[
+            "group-load.read",
+            "group-save.decided",
+            "group-save.written",
+            "group-save.saved",
+        ],
+    ),
+    (
+        "takeover",
+        &[
+            "takeover.epoch-claimed",
+            "takeover.older-epoch-fenced",
+            "takeover.fenced",
+            "takeover.tail-read",
+            "takeover.segment-written",
+            "takeover.manifest-written",
+        ],
+    ),
+    (
+        "flush",
+        &[
+            "flush.synced",
+            "flush.acknowledged",
+            "roll.segment-created",
+            "roll.indexes-written",
+        ],
+    ),
+    (
+        "trim",
+        &[
+            "retention.decided",
+            "retention.manifest-written",
+            "retention.unlinked",
+            "delete-records.decided",
+            "delete-records.manifest-written",
+        ],
+    ),
+    (
+        "topics",
+        &[
+            "create-topic.staged",
+            "create-topic.placed",
+            "create-partitions.staged",
+            "delete-topic.tombstoned",
+            "remove.children-removed",
+        ],
+    ),
+];
+
+/// The points a world aims at, each at a reach drawn log-uniformly (the
+/// first call of a rare step as likely as a late one of a busy step):
+/// half the time every step of one protocol family, early (reach 1 to
+/// 8), else up to six points of any kind at reach 1 to 64.
 fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
-    let n = rng.gen_range(1..=6);
-    let mut points: Vec<(&'static str, u32)> = (0..n)
-        .map(|_| {
-            let point = POINTS[rng.gen_range(0..POINTS.len())];
-            let k = 2f64.powf(rng.gen_range(0.0..6.0)) as u32;
-            (point, k.max(1))
-        })
-        .collect();
+    let log_uniform = |rng: &mut ChaCha8Rng, max_log2: f64| {
+        (2f64.powf(rng.gen_range(0.0..max_log2)) as u32).max(1)
+    };
+    let mut points: Vec<(&'static str, u32)> = if rng.gen_bool(0.5) {
+        let (_, steps) = FAMILIES[rng.gen_range(0..FAMILIES.len())];
+        steps.iter().map(|p| (*p, log_uniform(rng, 3.0))).collect()
+    } else {
+        let n = rng.gen_range(1..=6);
+        (0..n)
+            .map(|_| {
+                (
+                    POINTS[rng.gen_range(0..POINTS.len())],
+                    log_uniform(rng, 6.0),
+                )
+            })
+            .collect()
+    };
     points.sort_unstable();
     points.dedup_by_key(|(p, _)| *p);
     points
@@ -165,11 +248,18 @@ fn set(kinds: &[&'static str]) -> FaultSet {
     kinds.iter().copied().collect()
 }
 
-/// Latency and caches as on a real mount, no failing calls.
+/// Latency and caches as on a real mount, no failing calls. A quarter of
+/// the worlds get a slow volume (a loaded cloud NFS service: 1 to 25 ms a
+/// call), which widens every race between two brokers' multi-step changes.
 fn quiet_nfs(rng: &mut ChaCha8Rng) -> NfsConfig {
     let mut nfs = NfsConfig::default();
-    nfs.faults.latency_min_us = rng.gen_range(50..500);
-    nfs.faults.latency_max_us = nfs.faults.latency_min_us + rng.gen_range(100..5_000);
+    let (min, spread) = if rng.gen_bool(0.25) {
+        (rng.gen_range(1_000..5_000), rng.gen_range(2_000..20_000))
+    } else {
+        (rng.gen_range(50..500), rng.gen_range(100..5_000))
+    };
+    nfs.faults.latency_min_us = min;
+    nfs.faults.latency_max_us = min + spread;
     nfs
 }
 
@@ -334,6 +424,12 @@ impl Profile {
         if !on.is_empty() {
             let _ = write!(s, " nfs[{}]", on.join(" "));
         }
+        let _ = write!(
+            s,
+            " latency={:.1}-{:.1}ms",
+            f.latency_min_us as f64 / 1000.0,
+            f.latency_max_us as f64 / 1000.0
+        );
         let p = &self.pace;
         if *p != Pace::CLASSIC {
             let _ = write!(
@@ -390,6 +486,15 @@ mod tests {
         let listed: std::collections::BTreeSet<String> =
             POINTS.iter().map(|p| (*p).to_owned()).collect();
         assert_eq!(found, listed);
+    }
+
+    #[test]
+    fn families_name_only_real_points() {
+        for (family, steps) in FAMILIES {
+            for p in *steps {
+                assert!(POINTS.contains(p), "{family}: {p} is not a fault point");
+            }
+        }
     }
 
     #[test]
