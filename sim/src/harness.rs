@@ -43,6 +43,8 @@ pub struct Options {
     pub trimmer: bool,
     /// Whether a client asks for producer ids all the time (`workload::id_racer`).
     pub id_racer: bool,
+    /// Whether a client commits offsets all the time (`workload::committer`).
+    pub committer: bool,
     /// Producer ids per block a broker claims (`--producer-id-block`).
     pub producer_id_block: u32,
     /// How the seeded timeline spaces its faults.
@@ -81,6 +83,7 @@ impl Options {
             creators: true,
             trimmer: true,
             id_racer: true,
+            committer: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
             points: PointRates::default(),
@@ -290,11 +293,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "creator-1",
         "trimmer-0",
         "ids-0",
+        "committer-0",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
     .filter(|role| opts.trimmer || !role.starts_with("trimmer-"))
     .filter(|role| opts.id_racer || !role.starts_with("ids-"))
+    .filter(|role| opts.committer || !role.starts_with("committer-"))
     .enumerate()
     {
         let node = handle
@@ -326,6 +331,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "creator-1" => crate::creators::creator(session, 1, faults_end).await,
                 "trimmer-0" => crate::trimmer::trimmer(session, faults_end).await,
                 "ids-0" => workload::id_racer(session, faults_end).await,
+                "committer-0" => workload::committer(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }

@@ -15,7 +15,7 @@
 //! | [`relaunch`] | the ordinary build re-running itself as the simulation build |
 //! | `harness` | one seeded run: brokers, clients, the fault timeline, liveness, end-of-run checks of the volume |
 //! | `client` | a small Kafka client over simulated TCP |
-//! | `workload` | producers, the consumer, the churning admin, the producer-id racer, the final reader; the history |
+//! | `workload` | producers, the consumer, the committer, the churning admin, the producer-id racer, the final reader; the history |
 //! | `members` | consumer group members |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |

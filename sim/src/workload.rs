@@ -35,6 +35,8 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// deletion touches every broker. Only partition 0 is written and read.
 pub(crate) const CHURN_PARTITIONS: i32 = 3;
 pub(crate) const GROUP: &str = "sim-group";
+/// The committer's group (`committer`).
+const COMMITTER_GROUP: &str = "sim-committer";
 
 /// What became of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -803,6 +805,52 @@ pub(crate) async fn id_racer(mut s: Session, until: Duration) {
     while s.now() < until {
         s.init_producer_id().await;
         let pause = madsim::rand::thread_rng().gen_range(20..300);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Commits offsets for a group of its own every few tens of milliseconds,
+/// as a stream processor with a short commit interval does, so that many
+/// commits are in flight whenever a coordinator freezes, crashes or moves.
+/// Offsets grow with every commit; after a failed one it reads the
+/// committed offsets back (the coordinator may have moved).
+pub(crate) async fn committer(mut s: Session, until: Duration) {
+    s.group = COMMITTER_GROUP.to_owned();
+    let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut read_back = false;
+    while s.now() < until {
+        let partition = madsim::rand::thread_rng().gen_range(0..PARTITIONS);
+        let offset = next[&partition] + madsim::rand::thread_rng().gen_range(1..5);
+        next.insert(partition, offset);
+        let acked = s.commit(partition, offset, -1, "").await;
+        s.history.record(
+            s.now(),
+            Event::Commit {
+                group: s.group.clone(),
+                partition,
+                offset,
+                acked,
+            },
+        );
+        if read_back || !acked || madsim::rand::thread_rng().gen_ratio(1, 10) {
+            read_back = !acked;
+            for p in 0..PARTITIONS {
+                if let Some(offset) = s.committed(p).await {
+                    let group = s.group.clone();
+                    s.history.record(
+                        s.now(),
+                        Event::Committed {
+                            group,
+                            partition: p,
+                            offset,
+                        },
+                    );
+                } else {
+                    read_back = true;
+                }
+            }
+        }
+        let pause = madsim::rand::thread_rng().gen_range(20..120);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
