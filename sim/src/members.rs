@@ -178,15 +178,6 @@ pub async fn member(mut s: Session, until: Duration) {
             let Some(offset) = s.committed(p).await else {
                 break;
             };
-            let group = s.group.clone();
-            s.history.record(
-                s.now(),
-                Event::Committed {
-                    group,
-                    partition: p,
-                    offset,
-                },
-            );
             positions.push((p, offset.max(0)));
         }
         if positions.len() != m.partitions.len() {
@@ -222,20 +213,9 @@ pub async fn member(mut s: Session, until: Duration) {
                 if offset == *done {
                     continue;
                 }
-                let acked = s.commit(*p, offset, m.generation, &m.member_id).await;
-                if acked {
+                if s.commit(*p, offset, m.generation, &m.member_id).await {
                     *done = offset;
                 }
-                let group = s.group.clone();
-                s.history.record(
-                    s.now(),
-                    Event::Commit {
-                        group,
-                        partition: *p,
-                        offset,
-                        acked,
-                    },
-                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

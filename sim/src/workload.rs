@@ -603,7 +603,8 @@ impl Session {
     }
 
     /// Commits `offset` for `partition`, as `member` of `generation`
-    /// (manual assignment: generation -1, no member).
+    /// (manual assignment: generation -1, no member); the attempt and its
+    /// outcome are recorded in the history.
     pub async fn commit(
         &mut self,
         partition: i32,
@@ -611,9 +612,35 @@ impl Session {
         generation: i32,
         member: &str,
     ) -> bool {
-        let Some(to) = self.coordinator().await else {
-            return false;
+        let acked = match self.coordinator().await {
+            Some(to) => {
+                self.send_commit(to, partition, offset, generation, member)
+                    .await
+            }
+            // Never sent, yet recorded as in doubt like one without an
+            // answer (more lenient than it needs to be).
+            None => false,
         };
+        self.history.record(
+            self.now(),
+            Event::Commit {
+                group: self.group.clone(),
+                partition,
+                offset,
+                acked,
+            },
+        );
+        acked
+    }
+
+    async fn send_commit(
+        &mut self,
+        to: u32,
+        partition: i32,
+        offset: i64,
+        generation: i32,
+        member: &str,
+    ) -> bool {
         let req = OffsetCommitRequest::default()
             .with_group_id(GroupId(s(&self.group)))
             .with_generation_id_or_member_epoch(generation)
@@ -654,7 +681,7 @@ impl Session {
     }
 
     /// The committed offset of `partition` (-1 for none), if the
-    /// coordinator answered.
+    /// coordinator answered; recorded in the history.
     pub async fn committed(&mut self, partition: i32) -> Option<i64> {
         let to = self.coordinator().await?;
         let req = OffsetFetchRequest::default()
@@ -671,7 +698,16 @@ impl Session {
         {
             Ok(ResponseKind::OffsetFetch(r)) if r.error_code == 0 => {
                 let p = r.topics.first()?.partitions.first()?;
-                (p.error_code == 0).then_some(p.committed_offset)
+                let offset = (p.error_code == 0).then_some(p.committed_offset)?;
+                self.history.record(
+                    self.now(),
+                    Event::Committed {
+                        group: self.group.clone(),
+                        partition,
+                        offset,
+                    },
+                );
+                Some(offset)
             }
             _ => {
                 self.coordinator = None;
@@ -823,31 +859,10 @@ pub(crate) async fn committer(mut s: Session, until: Duration) {
         let offset = next[&partition] + madsim::rand::thread_rng().gen_range(1..5);
         next.insert(partition, offset);
         let acked = s.commit(partition, offset, -1, "").await;
-        s.history.record(
-            s.now(),
-            Event::Commit {
-                group: s.group.clone(),
-                partition,
-                offset,
-                acked,
-            },
-        );
         if read_back || !acked || madsim::rand::thread_rng().gen_ratio(1, 10) {
             read_back = !acked;
             for p in 0..PARTITIONS {
-                if let Some(offset) = s.committed(p).await {
-                    let group = s.group.clone();
-                    s.history.record(
-                        s.now(),
-                        Event::Committed {
-                            group,
-                            partition: p,
-                            offset,
-                        },
-                    );
-                } else {
-                    read_back = true;
-                }
+                read_back |= s.committed(p).await.is_none();
             }
         }
         let pause = madsim::rand::thread_rng().gen_range(20..120);
@@ -881,17 +896,7 @@ pub async fn consumer(mut s: Session, until: Duration) {
             polls += 1;
             if polls % 4 == 0 {
                 let offset = pos[&partition];
-                let acked = s.commit(partition, offset, -1, "").await;
-                restart |= !acked;
-                s.history.record(
-                    s.now(),
-                    Event::Commit {
-                        group: s.group.clone(),
-                        partition,
-                        offset,
-                        acked,
-                    },
-                );
+                restart |= !s.commit(partition, offset, -1, "").await;
             }
         }
         // Now and then, and whenever a commit failed (the coordinator may
@@ -900,15 +905,6 @@ pub async fn consumer(mut s: Session, until: Duration) {
             restart = false;
             for partition in 0..PARTITIONS {
                 if let Some(offset) = s.committed(partition).await {
-                    let group = s.group.clone();
-                    s.history.record(
-                        s.now(),
-                        Event::Committed {
-                            group,
-                            partition,
-                            offset,
-                        },
-                    );
                     pos.insert(partition, offset.max(0));
                 }
             }
