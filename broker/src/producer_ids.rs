@@ -115,12 +115,18 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    #[tokio::test]
-    async fn brokers_never_hand_out_the_same_id() {
+    /// An empty volume with the producers directory, as start-up leaves it.
+    async fn volume() -> Arc<dyn Vfs> {
         let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
         vfs.mkdir(std::path::Path::new(crate::layout::PRODUCERS_DIR))
             .await
             .unwrap();
+        vfs
+    }
+
+    #[tokio::test]
+    async fn brokers_never_hand_out_the_same_id() {
+        let vfs = volume().await;
         const BLOCK: u32 = 1000;
         let a = ProducerIds::new(vfs.clone(), 1, BLOCK);
         let b = ProducerIds::new(vfs.clone(), 2, BLOCK);
@@ -138,10 +144,7 @@ mod tests {
 
     #[tokio::test]
     async fn small_blocks_are_claimed_one_after_another() {
-        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
-        vfs.mkdir(std::path::Path::new(crate::layout::PRODUCERS_DIR))
-            .await
-            .unwrap();
+        let vfs = volume().await;
         let a = ProducerIds::new(vfs.clone(), 1, 2);
         let b = ProducerIds::new(vfs.clone(), 2, 2);
         let ids = [
