@@ -50,6 +50,13 @@ pub struct Args {
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSet>,
 
+    /// Aim fault points, in every seed: `point#k,...` crashes or freezes
+    /// the broker that reaches `point` for the k-th (and 2k-th) time, as a
+    /// swarm world that aims at it does (see `sim::swarm::POINTS`). How a
+    /// narrow window between two steps of a volume change is hit at will.
+    #[arg(long, value_parser = parse_aims)]
+    pub aim: Option<Aims>,
+
     /// Run a scenario (a name under scenarios/, or a path to a .toml file)
     /// with its seed, cluster, timeline and NFS settings.
     #[arg(long)]
@@ -138,6 +145,29 @@ fn parse_faults(s: &str) -> Result<FaultSet, String> {
         .collect()
 }
 
+/// Fault points to aim at (`--aim`), each with the reach that acts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aims(pub Vec<(&'static str, u32)>);
+
+fn parse_aims(s: &str) -> Result<Aims, String> {
+    s.split(',')
+        .map(|aim| {
+            let (point, k) = aim.trim().split_once('#').unwrap_or((aim.trim(), "1"));
+            let point = crate::swarm::POINTS
+                .iter()
+                .find(|p| **p == point)
+                .copied()
+                .ok_or_else(|| format!("unknown fault point {point:?} (see sim::swarm::POINTS)"))?;
+            let k: u32 = k.parse().map_err(|e| format!("{aim:?}: {e}"))?;
+            if k == 0 {
+                return Err(format!("{aim:?}: reaches count from 1"));
+            }
+            Ok((point, k))
+        })
+        .collect::<Result<_, _>>()
+        .map(Aims)
+}
+
 fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s
         .split_once("..")
@@ -166,6 +196,13 @@ mod tests {
         assert_eq!(Args::try_parse_from(["sim"]).unwrap().faults, None, "swarm");
         assert!(Args::try_parse_from(["sim", "--faults", "meteor"]).is_err());
         assert!(Args::try_parse_from(["sim", "--seeds", "9..9"]).is_err());
+        let d = Args::try_parse_from(["sim", "--aim", "takeover.fenced#3,flush.synced"]).unwrap();
+        assert_eq!(
+            d.aim,
+            Some(Aims(vec![("takeover.fenced", 3), ("flush.synced", 1)]))
+        );
+        assert!(Args::try_parse_from(["sim", "--aim", "takeover.nowhere"]).is_err());
+        assert!(Args::try_parse_from(["sim", "--aim", "flush.synced#0"]).is_err());
         let c = Args::try_parse_from(["sim", "--duration-secs", "30"]).unwrap();
         assert_eq!(c.duration, 30);
     }

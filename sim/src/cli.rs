@@ -170,10 +170,14 @@ fn print_coverage(
 /// `--check-determinism`.
 fn run_seed(args: &Args, seed: u64) -> Report {
     let duration = Duration::from_secs(args.duration_secs());
-    let opts = match &args.faults {
+    let mut opts = match &args.faults {
         Some(f) => Options::with_faults(seed, args.brokers, duration, f.clone()),
         None => Options::swarm(seed, args.brokers, duration),
     };
+    if let Some(aims) = &args.aim {
+        opts.points.focus = aims.0.clone();
+        opts.points.max_crashes = opts.points.max_crashes.max(3);
+    }
     let mut report = harness::run(&opts);
     if args.check_determinism {
         let again = harness::run(&opts);
@@ -328,6 +332,10 @@ fn replay(args: &Args, seed: u64) -> String {
     );
     if let Some(f) = &args.faults {
         cmd.push_str(&format!(" --faults {}", fault_list(f)));
+    }
+    if let Some(aims) = &args.aim {
+        let aims: Vec<String> = aims.0.iter().map(|(p, k)| format!("{p}#{k}")).collect();
+        cmd.push_str(&format!(" --aim {}", aims.join(",")));
     }
     cmd
 }
