@@ -276,6 +276,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         stamp,
         frozen.clone(),
     ));
+    if opts.trimmer {
+        observer.spawn(crate::manifests::watch(
+            Arc::new(nfs.host(OBSERVER_HOST)),
+            violations.clone(),
+            stamp,
+        ));
+    }
 
     // The clients, each on a node of its own so links can be cut one by one.
     let faults_end = opts.duration;

@@ -19,6 +19,7 @@
 //! | `members` | consumer group members |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
+//! | `manifests` | the observer's check that the trimmed topic's newest manifests name only segments on the volume |
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
@@ -42,6 +43,8 @@ pub mod creators;
 pub mod fault_points;
 #[cfg(madsim)]
 pub mod harness;
+#[cfg(madsim)]
+pub(crate) mod manifests;
 #[cfg(madsim)]
 pub mod members;
 #[cfg(madsim)]

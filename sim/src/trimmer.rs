@@ -9,7 +9,8 @@
 //! trimmed log: a record below the log start offset may be gone, every
 //! acknowledged record at or above it is served at its offset, and an
 //! acknowledged DeleteRecords is never undone (the log start offset never
-//! goes back below what it answered).
+//! goes back below what it answered, in the final log or in any log start
+//! a leader answers after it).
 
 use std::time::Duration;
 
@@ -46,21 +47,31 @@ pub async fn trimmer(mut s: Session, until: Duration) {
         }
     }
     // Small segments so that rolls, checkpoints and retention happen every
-    // few seconds; retention by size keeps about two segments.
-    for (key, value) in [
-        ("segment.bytes", "600"),
-        ("retention.bytes", "1500"),
-        ("retention.ms", "20000"),
-    ] {
-        for _ in 0..20 {
-            if s.alter_config(TRIM_TOPIC, key, value).await == Some(0) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+    // few seconds.
+    if !set_configs(&mut s, &[("segment.bytes", "600")]).await {
+        return;
     }
+    let mut loose = false;
+    let mut next_switch = s.now();
     let mut k = 0u64;
     while s.now() < until {
+        if s.now() >= next_switch {
+            // Retention alternates between tight (by size, about two
+            // segments, and by time) and loose (most of the log stays), so
+            // that DeleteRecords moves the log start by itself at times,
+            // and a leader that took over under one setting sees segments
+            // its predecessor judged under the other.
+            let (bytes, ms) = if loose {
+                ("1500", "20000")
+            } else {
+                ("30000", "600000")
+            };
+            if set_configs(&mut s, &[("retention.bytes", bytes), ("retention.ms", ms)]).await {
+                loose = !loose;
+            }
+            next_switch = s.now()
+                + Duration::from_millis(madsim::rand::thread_rng().gen_range(3_000..12_000));
+        }
         let partition = madsim::rand::thread_rng().gen_range(0..TRIM_PARTITIONS);
         let value = format!("trim-{partition}-{k}");
         k += 1;
@@ -104,15 +115,49 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
     }
 }
 
-/// DeleteRecords up to somewhere below the end of `partition`.
+/// Sets topic configs, each retried a while; whether all were set.
+async fn set_configs(s: &mut Session, configs: &[(&str, &str)]) -> bool {
+    'next: for (key, value) in configs {
+        for _ in 0..20 {
+            if s.alter_config(TRIM_TOPIC, key, value).await == Some(0) {
+                continue 'next;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        return false;
+    }
+    true
+}
+
+/// The log start offset of `partition` as its leader answers it, recorded
+/// with when it was asked.
+async fn log_start(s: &mut Session, partition: i32) -> Option<i64> {
+    let sent = s.now();
+    let start = s.list_offset(TRIM_TOPIC, partition, -2).await?;
+    s.history.record(
+        s.now(),
+        Event::TrimStart {
+            partition,
+            sent,
+            start,
+        },
+    );
+    Some(start)
+}
+
+/// DeleteRecords up to somewhere between the log start and the end of
+/// `partition`, then a look at the log start it left.
 async fn trim(s: &mut Session, partition: i32) {
+    let Some(start) = log_start(s, partition).await else {
+        return;
+    };
     let Some(end) = s.list_offset(TRIM_TOPIC, partition, -1).await else {
         return;
     };
-    if end <= 0 {
+    if end <= start {
         return;
     }
-    let offset = madsim::rand::thread_rng().gen_range(0..=end);
+    let offset = madsim::rand::thread_rng().gen_range(start..=end);
     if let Some((0, low_watermark)) = s.delete_records(TRIM_TOPIC, partition, offset).await {
         s.history.record(
             s.now(),
@@ -122,6 +167,7 @@ async fn trim(s: &mut Session, partition: i32) {
                 low_watermark,
             },
         );
+        log_start(s, partition).await;
     }
 }
 

@@ -150,6 +150,13 @@ pub enum Event {
         asked: i64,
         low_watermark: i64,
     },
+    /// The trimmed topic's log start offset as a leader answered it, to a
+    /// ListOffsets sent at `sent`.
+    TrimStart {
+        partition: i32,
+        sent: Duration,
+        start: i64,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -254,6 +261,9 @@ pub fn describe(e: &Event) -> String {
         } => format!(
             "trimmer deleted records of {partition} below {asked}: log start {low_watermark}"
         ),
+        Event::TrimStart {
+            partition, start, ..
+        } => format!("trimmer saw log start {start} of {partition}"),
         Event::TrimFinal {
             partition,
             start,

@@ -11,6 +11,7 @@
 //! topics/names/<name>@<g>           claim generations: which topic id holds the name
 //! ```
 
+pub mod audit;
 pub mod batch;
 pub mod epochs;
 pub mod fence;

@@ -311,7 +311,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             } => &[I::CreateFailed],
             Event::TrimProduced { .. } => &[I::TrimmedWriteLost],
             Event::ProducerId { .. } => &[I::ProducerIdReused],
-            Event::Trimmed { .. } => &[I::DeleteRecordsUndone],
+            Event::Trimmed { .. } | Event::TrimStart { .. } => &[I::DeleteRecordsUndone],
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
             _ => &[],
         };

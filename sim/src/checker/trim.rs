@@ -30,6 +30,9 @@ pub(super) fn check(events: &[(std::time::Duration, Event)], out: &mut Vec<Strin
             finals.insert(*partition, (*start, by_offset));
         }
     }
+    // Per partition: the acknowledged DeleteRecords so far, as (answered
+    // at, low watermark), for the log starts leaders answer afterwards.
+    let mut acked: BTreeMap<i32, Vec<(std::time::Duration, i64)>> = BTreeMap::new();
     let mut written: BTreeMap<i32, usize> = BTreeMap::new();
     for (at, e) in events {
         match e {
@@ -58,11 +61,34 @@ pub(super) fn check(events: &[(std::time::Duration, Event)], out: &mut Vec<Strin
                 low_watermark,
                 ..
             } => {
+                acked
+                    .entry(*partition)
+                    .or_default()
+                    .push((*at, *low_watermark));
                 if let Some((start, _)) = finals.get(partition) {
                     if start < low_watermark {
                         out.push(Invariant::DeleteRecordsUndone.says(format!(
                             "DeleteRecords of trimmed partition {partition} answered log start {low_watermark} at {:.3}s, the final log starts at {start}",
                             at.as_secs_f64()
+                        )));
+                    }
+                }
+            }
+            Event::TrimStart {
+                partition,
+                sent,
+                start,
+            } => {
+                let before = acked.get(partition).into_iter().flatten();
+                if let Some((answered, low)) = before
+                    .filter(|(answered, _)| answered < sent)
+                    .max_by_key(|(_, low)| *low)
+                {
+                    if start < low {
+                        out.push(Invariant::DeleteRecordsUndone.says(format!(
+                            "DeleteRecords of trimmed partition {partition} answered log start {low} at {:.3}s; a ListOffsets sent at {:.3}s answered {start}",
+                            answered.as_secs_f64(),
+                            sent.as_secs_f64()
                         )));
                     }
                 }

@@ -1,0 +1,164 @@
+//! What the volume says about one partition, read as a new leader would
+//! read it: the newest manifest, and whether every segment it names is on
+//! the volume.
+//!
+//! A segment leaves the volume only after a manifest that no longer names
+//! it is written, and only while its leader's epoch is still current
+//! (CONTRIBUTING's table: retention and DeleteRecords). So the newest
+//! manifest never names a missing segment; if it does, the records it
+//! promises are gone. The simulator's observer checks this during runs.
+
+use std::io;
+use std::path::Path;
+
+use vfs::Vfs;
+
+use super::fence::epoch_path;
+use super::manifest::Manifest;
+
+/// Epoch claims past the newest one listed that are also opened: a
+/// directory listing may be stale.
+const AHEAD: u32 = 3;
+
+/// The newest manifest of the partition in `dir` and what it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionAudit {
+    pub epoch: u32,
+    pub log_start_offset: i64,
+    /// Segment files (`.log`) the manifest names.
+    pub segments: Vec<String>,
+    /// Of those, the ones no fresh open finds.
+    pub missing: Vec<String>,
+    manifest: Manifest,
+}
+
+impl PartitionAudit {
+    /// Whether `other` read the same manifest (same epoch, same content).
+    pub fn same_manifest(&self, other: &PartitionAudit) -> bool {
+        self.manifest == other.manifest
+    }
+}
+
+/// Audits the partition in `dir`; `None` if it has no manifest yet.
+pub async fn audit_partition(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<PartitionAudit>> {
+    let Some(manifest) = newest_manifest(vfs, dir).await? else {
+        return Ok(None);
+    };
+    let segments: Vec<String> = manifest.segments.iter().map(|s| s.file_name()).collect();
+    let mut missing = Vec::new();
+    for name in &segments {
+        if !vfs::exists_now(vfs, &dir.join(name)).await? {
+            missing.push(name.clone());
+        }
+    }
+    Ok(Some(PartitionAudit {
+        epoch: manifest.epoch,
+        log_start_offset: manifest.log_start_offset,
+        segments,
+        missing,
+        manifest,
+    }))
+}
+
+/// The manifest a new leader would read now: the newest one at or below
+/// the newest claimed epoch. Claims are dense (a new leader fences every
+/// epoch below its own), so from the newest one the listing shows, each
+/// following epoch's claim is opened by path until [`AHEAD`] in a row are
+/// missing; a stale listing only makes the walk longer.
+async fn newest_manifest(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Manifest>> {
+    let listed = vfs
+        .read_dir(dir)
+        .await?
+        .iter()
+        .filter_map(|e| {
+            let n = e
+                .name
+                .strip_prefix("epoch-")
+                .or(e.name.strip_prefix("manifest-"))?;
+            n.parse::<u32>().ok()
+        })
+        .max()
+        .unwrap_or(0);
+    let mut newest = listed;
+    let mut misses = 0;
+    let mut epoch = listed + 1;
+    while misses < AHEAD {
+        if vfs::exists_now(vfs, &epoch_path(dir, epoch)).await? {
+            newest = epoch;
+            misses = 0;
+        } else {
+            misses += 1;
+        }
+        epoch += 1;
+    }
+    // Claimed epochs whose takeover has not written a manifest (yet, or
+    // ever) leave the previous manifest in force.
+    for e in (0..=newest).rev() {
+        if let Some(m) = Manifest::read(vfs, dir, e).await? {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::manifest::{SegmentMeta, SegmentState};
+    use std::sync::Arc;
+    use vfs::{MemVfs, OpenOptions};
+
+    fn segment(base: i64, epoch: u32) -> SegmentMeta {
+        SegmentMeta {
+            base_offset: base,
+            epoch,
+            state: SegmentState::Sealed {
+                end_position: 10,
+                next_offset: base + 5,
+                max_timestamp: 0,
+            },
+            adopted_until: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_newest_manifest_decides_and_a_missing_segment_shows() {
+        let v: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let dir = Path::new("p");
+        v.mkdir(dir).await.unwrap();
+        assert_eq!(audit_partition(v.as_ref(), dir).await.unwrap(), None);
+        let mut m = Manifest::initial("t", 0);
+        m.epoch = 2;
+        m.segments = vec![segment(0, 2), segment(5, 2)];
+        m.write(v.as_ref(), dir).await.unwrap();
+        for s in &m.segments {
+            let f = v
+                .open(&dir.join(s.file_name()), OpenOptions::create_new())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+        }
+        // An older epoch's manifest naming a segment that is gone does
+        // not count: nobody reads it any more.
+        let mut old = m.clone();
+        old.epoch = 1;
+        old.segments.insert(0, segment(-5, 1));
+        old.write(v.as_ref(), dir).await.unwrap();
+        let a = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
+        assert_eq!(a.epoch, 2);
+        assert!(a.missing.is_empty(), "{a:?}");
+        v.unlink(&dir.join(m.segments[1].file_name()))
+            .await
+            .unwrap();
+        let b = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
+        assert_eq!(b.missing, vec![m.segments[1].file_name()]);
+        assert!(a.same_manifest(&b));
+        // Epoch 4 with epoch 3 skipped is still found.
+        m.epoch = 4;
+        m.segments.clear();
+        m.write(v.as_ref(), dir).await.unwrap();
+        let c = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
+        assert_eq!((c.epoch, c.missing.len()), (4, 0));
+        assert!(!b.same_manifest(&c));
+    }
+}
