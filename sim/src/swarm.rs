@@ -170,26 +170,31 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
 
 /// The points a world aims at, each at a reach drawn log-uniformly (the
 /// first call of a rare step as likely as a late one of a busy step):
-/// half the time every step of one protocol family, early (reach 1 to
-/// 8), else up to six points of any kind at reach 1 to 64.
+/// three times in four every step of one to three protocol families,
+/// early (reach 1 to 8), else up to six points of any kind at reach 1 to 64.
 fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     let log_uniform = |rng: &mut ChaCha8Rng, max_log2: f64| {
         (2f64.powf(rng.gen_range(0.0..max_log2)) as u32).max(1)
     };
-    let mut points: Vec<(&'static str, u32)> = if rng.gen_bool(0.5) {
-        let (_, steps) = FAMILIES[rng.gen_range(0..FAMILIES.len())];
-        steps.iter().map(|p| (*p, log_uniform(rng, 3.0))).collect()
+    let mut points: Vec<(&'static str, u32)> = Vec::new();
+    if rng.gen_bool(0.75) {
+        let mut order: Vec<usize> = (0..FAMILIES.len()).collect();
+        let n = rng.gen_range(1..=3);
+        for i in 0..n {
+            let j = rng.gen_range(i..order.len());
+            order.swap(i, j);
+            for p in FAMILIES[order[i]].1 {
+                points.push((p, log_uniform(rng, 3.0)));
+            }
+        }
     } else {
-        let n = rng.gen_range(1..=6);
-        (0..n)
-            .map(|_| {
-                (
-                    POINTS[rng.gen_range(0..POINTS.len())],
-                    log_uniform(rng, 6.0),
-                )
-            })
-            .collect()
-    };
+        for _ in 0..rng.gen_range(1..=6) {
+            points.push((
+                POINTS[rng.gen_range(0..POINTS.len())],
+                log_uniform(rng, 6.0),
+            ));
+        }
+    }
     points.sort_unstable();
     points.dedup_by_key(|(p, _)| *p);
     points
@@ -220,13 +225,13 @@ const CLUSTER: &[&str] = &["crash", "pause", "isolate", "cut", "nfs-restart", "c
 /// The named worlds and how often each is drawn (out of 100; the rest is
 /// a free mix).
 const WORLDS: &[(&str, u32)] = &[
-    ("calm", 5),
-    ("lost-replies", 7),
-    ("nfs-restarts", 7),
-    ("long-pauses", 7),
-    ("writeback-storm", 7),
-    ("clock-jumps", 5),
-    ("crash-points", 7),
+    ("calm", 4),
+    ("lost-replies", 5),
+    ("nfs-restarts", 5),
+    ("long-pauses", 5),
+    ("writeback-storm", 5),
+    ("clock-jumps", 4),
+    ("crash-points", 12),
 ];
 
 /// The profile of `seed`.
@@ -371,7 +376,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
         lasts_ms: (squeeze(1_000), squeeze(8_000)),
         gap_ms: (squeeze(2_000), squeeze(10_000)),
     };
-    let points = if rng.gen_bool(0.7) {
+    let points = if rng.gen_bool(0.85) {
         PointRates {
             delay: rng.gen_range(0.0..0.05),
             delay_max_ms: rng.gen_range(10..500),
