@@ -76,6 +76,13 @@ async fn commit(c: &Coordinators, generation: i32, member: &str, offset: i64) ->
 }
 
 async fn committed(c: &Coordinators) -> i64 {
+    let (code, offset) = fetched(c).await;
+    assert_eq!(code, 0);
+    offset
+}
+
+/// OffsetFetch of the group's one partition: (error code, offset).
+async fn fetched(c: &Coordinators) -> (i16, i64) {
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(s("g")))
         .with_topics(Some(vec![
@@ -84,8 +91,11 @@ async fn committed(c: &Coordinators) -> i64 {
                 .with_partition_indexes(vec![0]),
         ]));
     let r = c.offset_fetch(req, 7).await;
-    assert_eq!(r.error_code, 0);
-    r.topics[0].partitions[0].committed_offset
+    let offset = r
+        .topics
+        .first()
+        .map_or(-1, |t| t.partitions[0].committed_offset);
+    (r.error_code, offset)
 }
 
 /// Joins a one-member generation and returns (member id, generation).
@@ -162,12 +172,17 @@ async fn a_coordinator_failover_keeps_acknowledged_commits_and_the_generation() 
         0,
         "the member keeps its generation"
     );
+    assert_eq!(commit(&second, generation, &member, 20).await, 0);
+    assert_eq!(
+        fetched(&first).await.0,
+        ResponseError::NotCoordinator.code(),
+        "the zombie answers no offsets from before its successor's commits"
+    );
     assert_eq!(
         commit(&first, generation, &member, 99).await,
         ResponseError::NotCoordinator.code(),
         "the zombie acknowledges nothing"
     );
-    assert_eq!(commit(&second, generation, &member, 20).await, 0);
 
     // A third coordinator sees the second's commit, not the zombie's late write.
     let third = coordinator(&nfs, 3).await;

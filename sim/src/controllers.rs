@@ -62,10 +62,21 @@ impl Controllers {
                 .or_default()
                 .insert(written.controller);
             if let std::collections::btree_map::Entry::Vacant(slot) = self.winners.entry(epoch) {
-                if let Ok(election::Holder::Broker(b)) =
-                    election::holder(vfs, epoch, &self.token).await
-                {
-                    slot.insert(b);
+                match election::holder(vfs, epoch, &self.token).await {
+                    Ok(election::Holder::Broker(b)) => {
+                        slot.insert(b);
+                    }
+                    // The winner completes its claim (durably) and reads it
+                    // back before it writes an assignment: an assignment
+                    // read before this claim was seen incomplete had no
+                    // winner behind it.
+                    Ok(election::Holder::Undecided) if self.reported.insert(epoch) => {
+                        violations.push(Invariant::OneController.says(format!(
+                            "controller epoch {epoch}: an assignment written by broker(s) {:?} while its claim holds no complete claim (seen at {at})",
+                            self.writers[&epoch]
+                        )));
+                    }
+                    _ => {}
                 }
             }
             self.judge(epoch, violations, at);

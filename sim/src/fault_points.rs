@@ -45,6 +45,8 @@ pub struct PointStats(Arc<Mutex<Stats>>);
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub reached: BTreeMap<&'static str, usize>,
+    /// Reaches since the world's `aim_after_ms`, which aimed points count.
+    pub aim_reached: BTreeMap<&'static str, usize>,
     pub delays: usize,
     pub pauses: usize,
     pub freezes: usize,
@@ -83,7 +85,16 @@ pub(crate) fn install(
     let targets = Arc::new(targets);
     vfs::fault_point::install(Some(Arc::new(move |host, name| {
         let brokers = targets.brokers.len() as u32;
-        let act = act(&rates, brokers, until, host, name, &stats);
+        let aim_from = start + Duration::from_millis(rates.aim_after_ms);
+        let act = act(
+            &rates,
+            brokers,
+            (aim_from, until),
+            host,
+            name,
+            &stats,
+            &frozen,
+        );
         let (trace, stats, frozen) = (trace.clone(), stats.clone(), frozen.clone());
         let targets = targets.clone();
         Box::pin(async move {
@@ -145,29 +156,42 @@ enum Act {
 fn act(
     rates: &PointRates,
     brokers: u32,
-    until: Instant,
+    (aim_from, until): (Instant, Instant),
     host: Option<u32>,
     name: &'static str,
     stats: &PointStats,
+    frozen: &Frozen,
 ) -> Act {
     if host.is_none_or(|h| h >= brokers) {
         return Act::Nothing;
     }
+    let now = Instant::now();
     let reach = {
         let mut s = stats.lock();
-        let n = s.reached.entry(name).or_default();
-        *n += 1;
-        *n as u32
+        *s.reached.entry(name).or_default() += 1;
+        if now >= aim_from {
+            let n = s.aim_reached.entry(name).or_default();
+            *n += 1;
+            *n as u32
+        } else {
+            0
+        }
     };
-    if Instant::now() >= until {
+    if now >= until {
         return Act::Nothing;
     }
     let mut rng = madsim::rand::thread_rng();
-    let aimed = rates
-        .focus
-        .iter()
-        .any(|(p, k)| *p == name && (reach == *k || reach == 2 * *k));
+    let aimed = reach > 0
+        && rates
+            .focus
+            .iter()
+            .any(|(p, k)| *p == name && (reach == *k || reach == 2 * *k));
     if aimed {
+        // One held broker at a time: with every broker frozen nobody takes
+        // over, and the zombie wakes up to find nothing changed.
+        if frozen.any_held() {
+            return Act::Nothing;
+        }
         let mut s = stats.lock();
         // A freeze more often than a crash: it makes a zombie that wakes
         // up in the middle of its change, the narrower window of the two.
@@ -183,9 +207,11 @@ fn act(
         return Act::Freeze(Duration::from_millis(rng.gen_range(12_000..25_000)));
     }
     let roll: f64 = rng.r#gen();
+    // Outside the aimed points too, one broker held at a time.
+    let held = frozen.any_held();
     if roll < rates.crash {
         let mut s = stats.lock();
-        if s.crashes < rates.max_crashes {
+        if s.crashes < rates.max_crashes && !held {
             s.crashes += 1;
             return Act::Crash;
         }
@@ -194,7 +220,7 @@ fn act(
     if roll < rates.crash + rates.pause {
         // Half the holds freeze the whole broker past a session timeout
         // (10 s), so that a successor takes over meanwhile.
-        if rng.gen_bool(0.5) && stats.lock().freezes < MAX_FREEZES {
+        if rng.gen_bool(0.5) && stats.lock().freezes < MAX_FREEZES && !held {
             return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
         }
         return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));

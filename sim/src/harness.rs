@@ -1013,6 +1013,13 @@ impl Frozen {
         self.lock().restarting.contains(&broker)
     }
 
+    /// Whether a fault point holds any broker now: frozen, or crashed and
+    /// not booted again yet.
+    pub(crate) fn any_held(&self) -> bool {
+        let s = self.lock();
+        !s.restarting.is_empty() || s.awake.values().any(|(frozen, _)| *frozen)
+    }
+
     pub(crate) fn set(&self, broker: u32, frozen: bool) {
         self.lock().awake.insert(broker, (frozen, Instant::now()));
     }

@@ -57,6 +57,10 @@ pub struct PointRates {
     /// broker there), so that every step boundary is hit in some seeds, a
     /// rare one as surely as a busy one, without a storm at the busy ones.
     pub focus: Vec<(&'static str, u32)>,
+    /// Reaches of aimed-at points count from this far into the run, so
+    /// that the aimed acts fall while the workload runs, not all during
+    /// the first takeovers at boot.
+    pub aim_after_ms: u64,
 }
 
 /// Every fault point in the broker and `vfs::durable` (a test checks this
@@ -77,6 +81,7 @@ pub const POINTS: &[&str] = &[
     "group-load.read",
     "group-save.decided",
     "group-save.saved",
+    "group-save.superseding",
     "group-save.written",
     "producer-ids.block-chosen",
     "remove.children-removed",
@@ -87,6 +92,7 @@ pub const POINTS: &[&str] = &[
     "retention.unlinked",
     "roll.indexes-written",
     "roll.segment-created",
+    "takeover.decided",
     "takeover.epoch-claimed",
     "takeover.fenced",
     "takeover.manifest-written",
@@ -123,12 +129,14 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "group-load.read",
             "group-save.decided",
             "group-save.written",
+            "group-save.superseding",
             "group-save.saved",
         ],
     ),
     (
         "takeover",
         &[
+            "takeover.decided",
             "takeover.epoch-claimed",
             "takeover.older-epoch-fenced",
             "takeover.fenced",
@@ -314,6 +322,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 crash: rng.gen_range(0.002..0.02),
                 max_crashes: rng.gen_range(2..6),
                 focus: focus(rng),
+                aim_after_ms: rng.gen_range(2_000..30_000),
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -384,6 +393,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
             crash: rng.gen_range(0.0..0.005),
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
+            aim_after_ms: rng.gen_range(2_000..30_000),
         }
     } else {
         PointRates::default()
@@ -452,7 +462,12 @@ impl Profile {
             );
             if !r.focus.is_empty() {
                 let aims: Vec<String> = r.focus.iter().map(|(p, k)| format!("{p}#{k}")).collect();
-                let _ = write!(s, " focus={}", aims.join(","));
+                let _ = write!(
+                    s,
+                    " focus={} after={}s",
+                    aims.join(","),
+                    r.aim_after_ms / 1000
+                );
             }
             s.push(']');
         }

@@ -48,9 +48,7 @@ pub async fn trimmer(mut s: Session, until: Duration) {
     }
     // Small segments so that rolls, checkpoints and retention happen every
     // few seconds.
-    if !set_configs(&mut s, &[("segment.bytes", "600")]).await {
-        return;
-    }
+    set_configs(&mut s, &[("segment.bytes", "600")], 20).await;
     let mut loose = false;
     let mut next_switch = s.now();
     let mut k = 0u64;
@@ -66,7 +64,13 @@ pub async fn trimmer(mut s: Session, until: Duration) {
             } else {
                 ("30000", "600000")
             };
-            if set_configs(&mut s, &[("retention.bytes", bytes), ("retention.ms", ms)]).await {
+            if set_configs(
+                &mut s,
+                &[("retention.bytes", bytes), ("retention.ms", ms)],
+                3,
+            )
+            .await
+            {
                 loose = !loose;
             }
             next_switch = s.now()
@@ -115,10 +119,10 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
     }
 }
 
-/// Sets topic configs, each retried a while; whether all were set.
-async fn set_configs(s: &mut Session, configs: &[(&str, &str)]) -> bool {
+/// Sets topic configs, each tried up to `tries` times; whether all were set.
+async fn set_configs(s: &mut Session, configs: &[(&str, &str)], tries: u32) -> bool {
     'next: for (key, value) in configs {
-        for _ in 0..20 {
+        for _ in 0..tries {
             if s.alter_config(TRIM_TOPIC, key, value).await == Some(0) {
                 continue 'next;
             }

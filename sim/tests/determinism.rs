@@ -145,6 +145,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         crash: 0.01,
         max_crashes: 2,
         focus: Vec::new(),
+        aim_after_ms: 0,
     };
     let a = harness::run(&o);
     let b = harness::run(&o);

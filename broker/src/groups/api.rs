@@ -366,6 +366,9 @@ impl Coordinators {
                 Some(e) => e.group.offsets.clone(),
                 None => BTreeMap::new(),
             };
+        // Read first, then confirmed: a successor that took over in between
+        // fails the confirmation, and one that did not acknowledged nothing.
+        slot.confirm().await?;
         Ok(match topics {
             Some(ts) => ts
                 .into_iter()

@@ -224,6 +224,28 @@ impl Slot {
         }
     }
 
+    /// Whether this epoch still coordinates the slot, by a fresh read, for
+    /// an answer from memory: a coordinator superseded while it was away (a
+    /// zombie that just woke up) would otherwise answer from before the
+    /// commits its successor acknowledged.
+    pub(crate) async fn confirm(&self) -> Result<(), i16> {
+        if self.is_fenced() {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        match self.fence.still_leader(self.epoch).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                tracing::info!(slot = self.slot, epoch = self.epoch, "coordinator fenced");
+                self.fenced.store(true, Ordering::Relaxed);
+                Err(code(ResponseError::NotCoordinator))
+            }
+            Err(e) => {
+                tracing::warn!(slot = self.slot, error = %e, "coordinator epoch not confirmed");
+                Err(code(ResponseError::CoordinatorNotAvailable))
+            }
+        }
+    }
+
     /// Session expiry and round deadlines; groups that emptied are persisted.
     async fn tick(&self, config: &GroupConfig) {
         let now = Instant::now();

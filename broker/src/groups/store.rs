@@ -124,6 +124,9 @@ pub(crate) async fn save(
     crate::stored::write_json(vfs, &path(slot, &record.group_id, epoch), KIND, record).await?;
     vfs::fault_point!(vfs, "group-save.written");
     if let Some(old) = superseded.filter(|e| *e < epoch) {
+        // Both generations are on the volume until the removal is done:
+        // a loader must pick the newer one.
+        vfs::fault_point!(vfs, "group-save.superseding");
         match converge_remove(vfs, &path(slot, &record.group_id, old)).await {
             Ok(Removal::Gone) => {}
             Ok(Removal::Pending(why)) => {

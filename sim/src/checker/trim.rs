@@ -104,3 +104,96 @@ pub(super) fn check(events: &[(std::time::Duration, Event)], out: &mut Vec<Strin
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn judged(events: &[(Duration, Event)]) -> Vec<String> {
+        let mut out = Vec::new();
+        check(events, &mut out);
+        out
+    }
+
+    fn final_read(start: i64, records: &[(i64, &str)]) -> (Duration, Event) {
+        (
+            at(90_000),
+            Event::TrimFinal {
+                partition: 0,
+                start,
+                records: records.iter().map(|(o, v)| (*o, (*v).to_owned())).collect(),
+            },
+        )
+    }
+
+    fn trimmed(ms: u64, low_watermark: i64) -> (Duration, Event) {
+        (
+            at(ms),
+            Event::Trimmed {
+                partition: 0,
+                asked: low_watermark,
+                low_watermark,
+            },
+        )
+    }
+
+    fn start_seen(sent: u64, answered: u64, start: i64) -> (Duration, Event) {
+        (
+            at(answered),
+            Event::TrimStart {
+                partition: 0,
+                sent: at(sent),
+                start,
+            },
+        )
+    }
+
+    #[test]
+    fn a_log_start_below_an_acknowledged_delete_records_is_reported() {
+        let end = final_read(5, &[(5, "v5")]);
+        // Asked after the answer: the log start must not be below it.
+        let undone = judged(&[trimmed(1_000, 5), start_seen(1_200, 1_300, 2), end.clone()]);
+        assert_eq!(undone.len(), 1, "{undone:?}");
+        assert!(undone[0].starts_with("delete-records-undone"), "{undone:?}");
+        // Asked before the answer arrived: it may still see the old start.
+        assert!(judged(&[start_seen(900, 1_100, 2), trimmed(1_000, 5), end.clone()]).is_empty());
+        assert!(judged(&[trimmed(1_000, 5), start_seen(1_200, 1_300, 7), end]).is_empty());
+        let final_below = judged(&[trimmed(1_000, 5), final_read(3, &[(3, "v3")])]);
+        assert_eq!(final_below.len(), 1, "{final_below:?}");
+        assert!(final_below[0].starts_with("delete-records-undone"));
+    }
+
+    #[test]
+    fn an_acknowledged_record_above_the_final_log_start_must_be_there() {
+        let produced = |offset: i64, value: &str| {
+            (
+                at(500),
+                Event::TrimProduced {
+                    partition: 0,
+                    offset,
+                    value: value.to_owned(),
+                },
+            )
+        };
+        assert!(
+            judged(&[
+                produced(1, "v1"),
+                produced(2, "v2"),
+                final_read(2, &[(2, "v2")])
+            ])
+            .is_empty()
+        );
+        let lost = judged(&[
+            produced(2, "v2"),
+            produced(3, "v3"),
+            final_read(2, &[(2, "v2")]),
+        ]);
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert!(lost[0].starts_with("trimmed-write-lost"), "{lost:?}");
+    }
+}

@@ -23,6 +23,9 @@ impl PartitionLog {
                 io::Error::new(io::ErrorKind::InvalidInput, "leader epochs start at 1").into(),
             );
         }
+        // Decided, nothing claimed yet: a broker that dies here leaves its
+        // epoch unclaimed, and the next leader must fence that gap.
+        vfs::fault_point!(v, "takeover.decided");
         #[cfg(madsim)]
         let resurrect = crate::historical::resurrected_partition::make_dirs_if_on(v, &dir).await?;
         let previous = claim_and_find_previous(v, &dir, epoch, token).await?;
