@@ -83,9 +83,9 @@ pub(crate) fn install(
     let rates = rates.clone();
     let start = Instant::now();
     let targets = Arc::new(targets);
+    let aim_from = start + Duration::from_millis(rates.aim_after_ms);
     vfs::fault_point::install(Some(Arc::new(move |host, name| {
         let brokers = targets.brokers.len() as u32;
-        let aim_from = start + Duration::from_millis(rates.aim_after_ms);
         let act = act(
             &rates,
             brokers,

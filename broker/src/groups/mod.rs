@@ -194,40 +194,28 @@ impl Slot {
             return Err(code(ResponseError::NotCoordinator));
         }
         vfs::fault_point!(self.vfs, "group-save.decided");
-        let outcome = async {
-            store::save(
-                self.vfs.as_ref(),
-                self.slot,
-                self.epoch,
-                record,
-                entry.stored,
-            )
-            .await?;
-            vfs::fault_point!(self.vfs, "group-save.saved");
-            self.fence.still_leader(self.epoch).await
+        if let Err(e) = store::save(
+            self.vfs.as_ref(),
+            self.slot,
+            self.epoch,
+            record,
+            entry.stored,
+        )
+        .await
+        {
+            tracing::warn!(slot = self.slot, group = %record.group_id, error = %e, "group not persisted");
+            return Err(code(ResponseError::CoordinatorNotAvailable));
         }
-        .await;
-        match outcome {
-            Ok(true) => {
-                entry.stored = Some(self.epoch);
-                Ok(())
-            }
-            Ok(false) => {
-                tracing::info!(slot = self.slot, epoch = self.epoch, "coordinator fenced");
-                self.fenced.store(true, Ordering::Relaxed);
-                Err(code(ResponseError::NotCoordinator))
-            }
-            Err(e) => {
-                tracing::warn!(slot = self.slot, group = %record.group_id, error = %e, "group not persisted");
-                Err(code(ResponseError::CoordinatorNotAvailable))
-            }
-        }
+        vfs::fault_point!(self.vfs, "group-save.saved");
+        self.confirm().await?;
+        entry.stored = Some(self.epoch);
+        Ok(())
     }
 
-    /// Whether this epoch still coordinates the slot, by a fresh read, for
-    /// an answer from memory: a coordinator superseded while it was away (a
-    /// zombie that just woke up) would otherwise answer from before the
-    /// commits its successor acknowledged.
+    /// Whether this epoch still coordinates the slot, by a fresh read: after
+    /// a write, before it is acknowledged, and for an answer from memory (a
+    /// coordinator superseded while it was away, a zombie that just woke
+    /// up, would otherwise answer from before its successor's commits).
     pub(crate) async fn confirm(&self) -> Result<(), i16> {
         if self.is_fenced() {
             return Err(code(ResponseError::NotCoordinator));
