@@ -283,13 +283,19 @@ impl Node {
     /// Takes over and gives up partitions and groups as `a` says, tells the
     /// API about it, and starts serving clients at the first assignment.
     async fn apply(&mut self, a: Assignment) {
+        // Metadata and FindCoordinator answer from the new assignment at
+        // once: a takeover costs several round trips to the volume per
+        // partition, and answering from the old one meanwhile sent clients
+        // to brokers that had given up (seconds, on a slow volume). A
+        // request for a partition still being opened here gets a retriable
+        // NOT_LEADER_OR_FOLLOWER, as from any broker not (yet) leading it.
+        self.publish.send_replace(Some(a.clone()));
         self.leaders.sync(&a).await;
         self.coordinators.sync(&a).await;
         let registered = a
             .brokers
             .get(&self.hb.broker_id)
             .is_some_and(|b| b.incarnation == self.hb.incarnation);
-        self.publish.send_replace(Some(a));
         self.readiness.observe(registered);
         if let Some((listener, api)) = self.not_serving.take() {
             tracing::info!(listen = %self.config.listen, "serving clients");
@@ -320,9 +326,9 @@ impl Node {
                 (a.led_by(me), a.brokers.keys().any(|b| *b != me))
             });
             if let Some(a) = self.agent.assignment().cloned() {
+                self.publish.send_replace(Some(a.clone()));
                 self.leaders.sync(&a).await;
                 self.coordinators.sync(&a).await;
-                self.publish.send_replace(Some(a));
             }
             // Alone in the cluster, there is nobody to hand off to.
             if mine == 0 || !others || tokio::time::Instant::now() >= deadline {

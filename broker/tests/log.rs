@@ -411,6 +411,60 @@ async fn a_zombie_cannot_acknowledge_a_delete_records_or_remove_segments_after_a
     assert_eq!(all.len() as i64, end - start, "every record still served");
 }
 
+/// A fence whose check fails (the volume answered EIO) while `down`.
+struct Unanswered {
+    inner: EpochClaims,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl LeadershipFence for Unanswered {
+    async fn still_leader(&self, epoch: u32) -> std::io::Result<bool> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("EIO"));
+        }
+        self.inner.still_leader(epoch).await
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_manifest_write_whose_fence_check_fails_stops_the_log() {
+    let mem: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(mem.as_ref(), "orders", 1).await;
+    let dir = topic::partition_dir(&meta.id, 0);
+    let fence = Arc::new(Unanswered {
+        inner: EpochClaims::new(mem.clone(), dir.clone()),
+        down: false.into(),
+    });
+    let log = PartitionLog::open_as_leader(
+        mem.clone(),
+        dir,
+        (&meta.id, 0),
+        1,
+        &ClaimToken::fresh("leader-1"),
+        fence.clone(),
+        small(),
+    )
+    .await
+    .unwrap();
+    for i in 0..60 {
+        log.append(record(i)).await.unwrap();
+    }
+    fence.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    // The manifest with log start 20 is written, its epoch unconfirmed:
+    // answering 20 later while ListOffsets still said 0 split the answers.
+    assert!(log.delete_records(20).await.is_err());
+    fence.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let again = log.delete_records(20).await;
+    assert!(
+        matches!(again, Err(LogError::Failed(_))),
+        "an unconfirmed manifest write stops the log: {again:?}"
+    );
+    let next = lead(mem.clone(), &meta, 0, 2, small()).await.unwrap();
+    assert_eq!(next.log_start_offset(), 20, "the next epoch reads it back");
+}
+
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_zombie_racing_the_takeover_never_splits_the_log() {

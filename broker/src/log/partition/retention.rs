@@ -129,15 +129,27 @@ impl PartitionLog {
     }
 
     /// After a manifest write, whether this epoch still leads: the fence
-    /// check a flush makes before it acknowledges. A fenced log stops.
+    /// check a flush makes before it acknowledges. A fenced log stops, and
+    /// so does one whose check went unanswered, as a flush's does: its
+    /// written manifest is ahead of what it serves (a DeleteRecords then
+    /// answered the new log start while ListOffsets answered the old one,
+    /// seed 156), and the next epoch's takeover reads the manifest back.
     async fn confirm_epoch(&self, w: &mut Writer) -> Result<(), LogError> {
-        if self.fence.still_leader(self.epoch).await? {
-            return Ok(());
-        }
-        w.failed = Some(format!("fenced: epoch {} superseded", self.epoch));
+        let (why, err) = match self.fence.still_leader(self.epoch).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => (
+                format!("fenced: epoch {} superseded", self.epoch),
+                LogError::Fenced(self.epoch),
+            ),
+            Err(e) => (
+                format!("fence check after a manifest write failed: {e}"),
+                e.into(),
+            ),
+        };
+        w.failed = Some(why);
         self.stopped
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        Err(LogError::Fenced(self.epoch))
+        Err(err)
     }
 
     /// Files still waiting for their unlink to succeed.
