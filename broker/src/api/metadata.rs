@@ -151,9 +151,16 @@ impl Api {
                         })
                         .with_replica_nodes(vec![BrokerId(l.leader as i32)])
                         .with_isr_nodes(vec![BrokerId(l.leader as i32)]),
-                    None => part
-                        .with_error_code(code(ResponseError::LeaderNotAvailable))
-                        .with_leader_id(BrokerId(-1)),
+                    None => {
+                        tracing::debug!(
+                            topic = name,
+                            partition = p,
+                            assignment = ?a.map(|a| (a.controller_epoch, a.version)),
+                            "metadata: no leader in this broker's assignment"
+                        );
+                        part.with_error_code(code(ResponseError::LeaderNotAvailable))
+                            .with_leader_id(BrokerId(-1))
+                    }
                 }
             })
             .collect();
