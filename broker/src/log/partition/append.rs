@@ -74,9 +74,7 @@ impl PartitionLog {
         if let Some(why) = failure {
             // Nothing of this cycle is acknowledged, and nothing after it:
             // the file's tail is unknown now, and a successor seals it.
-            w.failed = Some(why.clone());
-            self.stopped
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.stop(w, why.clone());
             let refusal = if why.starts_with("fenced") {
                 Refusal::Fenced
             } else {
@@ -96,9 +94,7 @@ impl PartitionLog {
         }
         vfs::fault_point!(self.vfs, "flush.acknowledged");
         if let Err(e) = self.after_flush(w).await {
-            w.failed = Some(format!("roll or checkpoint failed: {e}"));
-            self.stopped
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.stop(w, format!("roll or checkpoint failed: {e}"));
         }
     }
 

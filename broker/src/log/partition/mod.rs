@@ -255,6 +255,14 @@ impl PartitionLog {
         c.retention_bytes = retention_bytes;
     }
 
+    /// Stops the log for the rest of this epoch: every later request is
+    /// refused with `why`, and the broker asks for a new epoch.
+    fn stop(&self, w: &mut Writer, why: String) {
+        w.failed = Some(why);
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether the log stopped in this epoch (fenced, or a flush failed and
     /// the file's tail is unknown); a new epoch is needed to go on.
     pub(crate) fn has_stopped(&self) -> bool {

@@ -146,9 +146,7 @@ impl PartitionLog {
                 e.into(),
             ),
         };
-        w.failed = Some(why);
-        self.stopped
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop(w, why);
         Err(err)
     }
 
