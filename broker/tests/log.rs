@@ -411,6 +411,27 @@ async fn a_zombie_cannot_acknowledge_a_delete_records_or_remove_segments_after_a
     assert_eq!(all.len() as i64, end - start, "every record still served");
 }
 
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_deposed_leader_does_not_answer_the_log_start_it_remembers() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 4);
+    let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
+    let meta = with_topic(a.as_ref(), "orders", 1).await;
+    let zombie = lead(a.clone(), &meta, 0, 1, small()).await.unwrap();
+    for i in 0..20 {
+        zombie.append(record(i)).await.unwrap();
+    }
+    assert_eq!(zombie.confirmed_log_start_offset().await.unwrap(), 0);
+    let leader = lead(b.clone(), &meta, 0, 2, small()).await.unwrap();
+    assert_eq!(leader.delete_records(5).await.unwrap(), 5);
+    // The old leader still remembers 0: answered, ListOffsets would take
+    // the log start back below the acknowledged DeleteRecords.
+    assert_eq!(zombie.log_start_offset(), 0);
+    let start = zombie.confirmed_log_start_offset().await;
+    assert!(matches!(start, Err(LogError::Fenced(1))), "{start:?}");
+    assert_eq!(leader.confirmed_log_start_offset().await.unwrap(), 5);
+}
+
 /// A fence whose check fails (the volume answered EIO) while `down`.
 struct Unanswered {
     inner: EpochClaims,

@@ -51,7 +51,7 @@ pub struct Args {
     pub faults: Option<FaultSet>,
 
     /// Aim fault points, in every seed: `point#k,...` crashes or freezes
-    /// the broker that reaches `point` for the k-th (and 2k-th) time, as a
+    /// the broker that reaches `point` for the k-th time (and the 2k-th, 4k-th, ...), as a
     /// swarm world that aims at it does (see `sim::swarm::POINTS`). How a
     /// narrow window between two steps of a volume change is hit at will.
     #[arg(long, value_parser = parse_aims)]

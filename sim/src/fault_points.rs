@@ -37,6 +37,9 @@ const MAX_FREEZES: usize = 6;
 /// broker frozen for most of a run). A frozen broker reaches no point, so
 /// each broker takes about four in a minute at most anyway.
 const MAX_AIMED_FREEZES: usize = 12;
+/// Each aimed-at point acts (crashes or freezes) this many times a run at
+/// most.
+const MAX_ACTS_PER_POINT: u32 = 3;
 
 /// How often each point was reached and what the points did, per run.
 #[derive(Clone, Default)]
@@ -47,6 +50,8 @@ pub struct Stats {
     pub reached: BTreeMap<&'static str, usize>,
     /// Reaches since the world's `aim_after_ms`, which aimed points count.
     pub aim_reached: BTreeMap<&'static str, usize>,
+    /// Acts of each aimed-at point so far.
+    pub aimed_acts: BTreeMap<&'static str, u32>,
     pub delays: usize,
     pub pauses: usize,
     pub freezes: usize,
@@ -185,7 +190,7 @@ fn act(
         && rates
             .focus
             .iter()
-            .any(|(p, k)| *p == name && (reach == *k || reach == 2 * *k));
+            .any(|(p, k)| *p == name && aimed_reach(reach, *k));
     if aimed {
         // One held broker at a time: with every broker frozen nobody takes
         // over, and the zombie wakes up to find nothing changed.
@@ -193,6 +198,13 @@ fn act(
             return Act::Nothing;
         }
         let mut s = stats.lock();
+        // A busy point must not spend the run's freezes before the rare
+        // steps of its family come round.
+        let acts = s.aimed_acts.entry(name).or_default();
+        if *acts >= MAX_ACTS_PER_POINT {
+            return Act::Nothing;
+        }
+        *acts += 1;
         // A freeze more often than a crash: it makes a zombie that wakes
         // up in the middle of its change, the narrower window of the two.
         if rng.gen_bool(0.35) && s.crashes < rates.max_crashes {
@@ -233,6 +245,15 @@ fn act(
     Act::Nothing
 }
 
+/// Whether the `reach`-th reach of a point aimed at with `k` acts: the
+/// k-th, 2k-th, 4k-th, ... A rare step (an election, a DeleteRecords) is
+/// hit at its first reaches, a busy one (a flush) again and again through
+/// the run, ever less often, so that every phase of a run (boot, load,
+/// a takeover storm) sees its zombies.
+pub(crate) fn aimed_reach(reach: u32, k: u32) -> bool {
+    k > 0 && reach % k == 0 && (reach / k).is_power_of_two()
+}
+
 /// A panic hook that stays quiet about fault-point crashes (they are
 /// planned, and traced) and reports every other panic as before.
 pub(crate) fn quiet_planned_crashes() {
@@ -249,4 +270,18 @@ pub(crate) fn quiet_planned_crashes() {
             }
         }));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aimed_reach;
+
+    #[test]
+    fn an_aimed_point_acts_at_k_2k_4k_and_so_on() {
+        let acts: Vec<u32> = (1..=40).filter(|r| aimed_reach(*r, 3)).collect();
+        assert_eq!(acts, vec![3, 6, 12, 24]);
+        let acts: Vec<u32> = (1..=9).filter(|r| aimed_reach(*r, 1)).collect();
+        assert_eq!(acts, vec![1, 2, 4, 8]);
+        assert!(!aimed_reach(0, 1));
+    }
 }

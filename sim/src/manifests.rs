@@ -1,68 +1,140 @@
-//! The observer's check that the trimmed topic's newest manifests name
-//! only segments that are on the volume (`broker::log::audit`).
+//! The observer's audit of partitions on the volume, as a new leader would
+//! read them (`broker::log::audit`): the trimmed topic's and the main
+//! topic's partitions, every [`EVERY`] for the whole run.
 //!
-//! Retention and DeleteRecords remove a segment only after a manifest that
-//! drops it, and only while their epoch still leads. A removal the manifest
-//! does not know about yet, or a zombie removing what its successor still
-//! serves, shows here before any client reads the hole (retention would
-//! soon hide it from the final read).
+//! - missing-segment: the newest manifest names only segments that are on
+//!   the volume. Retention and DeleteRecords remove a segment only after a
+//!   manifest that drops it, and only while their epoch still leads. A
+//!   removal the manifest does not know about yet, or a zombie removing
+//!   what its successor still serves, shows here before any client reads
+//!   the hole (retention would soon hide it from the final read).
+//! - epoch-gap: every leader epoch up to the newest manifest's has a claim
+//!   file. A takeover fences each epoch it skips (a leader that was
+//!   assigned but never claimed) before it reads the previous manifest;
+//!   a gap lets a zombie of the epoch below pass its fence check ("no next
+//!   epoch yet") and acknowledge writes its successor never sealed. A
+//!   zombie or a late claimant may fill the gap seconds later, so it shows
+//!   here before any client could notice.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::log::audit::audit_partition;
+use broker::log::audit::{PartitionAudit, audit_partition, unclaimed_epochs};
 use vfs::Vfs;
 
 use crate::checker::Invariant;
 use crate::harness::Violations;
 use crate::trimmer::{TRIM_PARTITIONS, TRIM_TOPIC};
+use crate::workload::{PARTITIONS, TOPIC};
 
 const EVERY: Duration = Duration::from_millis(900);
 
-/// Audits the trimmed topic's partitions every [`EVERY`], for the whole run.
+/// The topics audited and their partition counts (neither is deleted
+/// during a run, so a topic id found once stays).
+const AUDITED: &[(&str, i32)] = &[(TRIM_TOPIC, TRIM_PARTITIONS), (TOPIC, PARTITIONS)];
+
+#[derive(Default)]
+struct Partition {
+    /// Every epoch up to this one has a claim (claims are never removed
+    /// while the topic exists, so this is only checked once).
+    claimed_through: u32,
+    /// Epochs whose missing segments or gaps were reported (one each).
+    reported: BTreeSet<(u32, Invariant)>,
+}
+
+/// Audits the topics of [`AUDITED`] every [`EVERY`], for the whole run.
 pub(crate) async fn watch(vfs: Arc<dyn Vfs>, violations: Violations, stamp: impl Fn() -> String) {
-    let mut topic_id = None;
-    let mut reported = BTreeSet::new();
+    let mut topic_ids: BTreeMap<&str, String> = BTreeMap::new();
+    let mut partitions: BTreeMap<(&str, i32), Partition> = BTreeMap::new();
     let mut interval = tokio::time::interval(EVERY);
     loop {
         interval.tick().await;
-        if topic_id.is_none() {
-            topic_id = broker::log::names::holder(vfs.as_ref(), TRIM_TOPIC)
-                .await
-                .ok()
-                .flatten();
-        }
-        let Some(id) = &topic_id else { continue };
-        for partition in 0..TRIM_PARTITIONS as u32 {
-            let dir = broker::layout::partition_dir(id, partition);
-            // EIO and friends: the volume said no this time.
-            let Ok(Some(first)) = audit_partition(vfs.as_ref(), &dir).await else {
+        for (topic, count) in AUDITED {
+            if !topic_ids.contains_key(topic) {
+                if let Ok(Some(id)) = broker::log::names::holder(vfs.as_ref(), topic).await {
+                    topic_ids.insert(topic, id);
+                }
+            }
+            let Some(id) = topic_ids.get(topic) else {
                 continue;
             };
-            violations.checked(Invariant::MissingSegment);
-            if first.missing.is_empty() {
-                continue;
-            }
-            // The leader may have moved its log start and removed the
-            // segment between the manifest read and the look: only a
-            // manifest that still says the same afterwards counts.
-            let Ok(Some(again)) = audit_partition(vfs.as_ref(), &dir).await else {
-                continue;
-            };
-            if again.same_manifest(&first)
-                && !again.missing.is_empty()
-                && reported.insert((partition, again.epoch))
-            {
-                violations.push(Invariant::MissingSegment.says(format!(
-                    "the newest manifest of {TRIM_TOPIC}/{partition} (epoch {}, log start {}) names {} segment(s) the volume does not have: {} (at {})",
-                    again.epoch,
-                    again.log_start_offset,
-                    again.missing.len(),
-                    again.missing.join(", "),
-                    stamp().trim()
-                )));
+            for partition in 0..*count {
+                let dir = broker::layout::partition_dir(id, partition as u32);
+                let seen = partitions.entry((topic, partition)).or_default();
+                // EIO and friends: the volume said no this time.
+                let Ok(Some(first)) = audit_partition(vfs.as_ref(), &dir).await else {
+                    continue;
+                };
+                judge(
+                    vfs.as_ref(),
+                    (topic, partition),
+                    &dir,
+                    first,
+                    seen,
+                    &violations,
+                    &stamp,
+                )
+                .await;
             }
         }
+    }
+}
+
+/// One partition's audit: epoch-gap, then missing-segment.
+async fn judge(
+    vfs: &dyn Vfs,
+    (topic, partition): (&str, i32),
+    dir: &Path,
+    first: PartitionAudit,
+    seen: &mut Partition,
+    violations: &Violations,
+    stamp: &impl Fn() -> String,
+) {
+    violations.checked(Invariant::MissingSegment);
+    // The manifest was read first: every claim up to its epoch was made
+    // before it was written.
+    if first.epoch > seen.claimed_through {
+        if let Ok(gaps) = unclaimed_epochs(vfs, dir, seen.claimed_through + 1, first.epoch).await {
+            violations.checked(Invariant::EpochGap);
+            match gaps.first() {
+                None => seen.claimed_through = first.epoch,
+                Some(gap) => {
+                    if seen.reported.insert((first.epoch, Invariant::EpochGap)) {
+                        violations.push(Invariant::EpochGap.says(format!(
+                            "the newest manifest of {topic}/{partition} is of leader epoch {}, and epoch(s) {gaps:?} below it have no claim: a late claimant of epoch {gap}, or a zombie of epoch {}, would pass its fence check (at {})",
+                            first.epoch,
+                            gap - 1,
+                            stamp().trim()
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    if first.missing.is_empty() {
+        return;
+    }
+    // The leader may have moved its log start and removed the segment
+    // between the manifest read and the look: only a manifest that still
+    // says the same afterwards counts.
+    let Ok(Some(again)) = audit_partition(vfs, dir).await else {
+        return;
+    };
+    if again.same_manifest(&first)
+        && !again.missing.is_empty()
+        && seen
+            .reported
+            .insert((again.epoch, Invariant::MissingSegment))
+    {
+        violations.push(Invariant::MissingSegment.says(format!(
+            "the newest manifest of {topic}/{partition} (epoch {}, log start {}) names {} segment(s) the volume does not have: {} (at {})",
+            again.epoch,
+            again.log_start_offset,
+            again.missing.len(),
+            again.missing.join(", "),
+            stamp().trim()
+        )));
     }
 }

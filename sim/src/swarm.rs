@@ -53,7 +53,7 @@ pub struct PointRates {
     /// Most crashes one run takes from fault points.
     pub max_crashes: u32,
     /// The points this world aims at, each with the reach that acts
-    /// (`(point, k)`: its k-th reach, and its 2k-th, crash or freeze the
+    /// (`(point, k)`: its k-th reach, and its 2k-th, 4k-th, ..., crash or freeze the
     /// broker there), so that every step boundary is hit in some seeds, a
     /// rare one as surely as a busy one, without a storm at the busy ones.
     pub focus: Vec<(&'static str, u32)>,
@@ -76,6 +76,8 @@ pub const POINTS: &[&str] = &[
     "delete-records.manifest-written",
     "delete-topic.tombstoned",
     "election.next-chosen",
+    "election.slot-created",
+    "election.slot-filled",
     "flush.acknowledged",
     "flush.synced",
     "group-load.read",
@@ -110,8 +112,8 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
         "election",
         &[
             "election.next-chosen",
-            "claim.slot-created",
-            "claim.slot-filled",
+            "election.slot-created",
+            "election.slot-filled",
             "assignment.still-newest",
         ],
     ),
@@ -178,16 +180,16 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
 
 /// The points a world aims at, each at a reach drawn log-uniformly (the
 /// first call of a rare step as likely as a late one of a busy step):
-/// three times in four every step of one to three protocol families,
-/// early (reach 1 to 8), else up to six points of any kind at reach 1 to 64.
+/// four times in five every step of one to four protocol families, early
+/// (reach 1 to 8), else up to six points of any kind at reach 1 to 64.
 fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     let log_uniform = |rng: &mut ChaCha8Rng, max_log2: f64| {
         (2f64.powf(rng.gen_range(0.0..max_log2)) as u32).max(1)
     };
     let mut points: Vec<(&'static str, u32)> = Vec::new();
-    if rng.gen_bool(0.75) {
+    if rng.gen_bool(0.8) {
         let mut order: Vec<usize> = (0..FAMILIES.len()).collect();
-        let n = rng.gen_range(1..=3);
+        let n = rng.gen_range(1..=4);
         for i in 0..n {
             let j = rng.gen_range(i..order.len());
             order.swap(i, j);
@@ -385,7 +387,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
         lasts_ms: (squeeze(1_000), squeeze(8_000)),
         gap_ms: (squeeze(2_000), squeeze(10_000)),
     };
-    let points = if rng.gen_bool(0.85) {
+    let points = if rng.gen_bool(0.9) {
         PointRates {
             delay: rng.gen_range(0.0..0.05),
             delay_max_ms: rng.gen_range(10..500),

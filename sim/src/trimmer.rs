@@ -91,7 +91,7 @@ pub async fn trimmer(mut s: Session, until: Duration) {
                 },
             );
         }
-        if madsim::rand::thread_rng().gen_ratio(1, 12) {
+        if madsim::rand::thread_rng().gen_ratio(1, 4) {
             trim(&mut s, partition).await;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;

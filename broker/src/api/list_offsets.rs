@@ -6,7 +6,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use crate::log::PartitionLog;
+use crate::log::{LogError, PartitionLog};
 
 use super::{Api, code, leader_epoch, name_of};
 
@@ -27,9 +27,17 @@ async fn offset_at(
     let current = epoch(log.epoch() as i32);
     let found = match timestamp {
         EARLIEST_TIMESTAMP => {
-            return r
-                .with_offset(log.log_start_offset())
-                .with_leader_epoch(current);
+            return match log.confirmed_log_start_offset().await {
+                Ok(start) => r.with_offset(start).with_leader_epoch(current),
+                // Another broker leads now; the client asks it.
+                Err(LogError::Fenced(_)) => {
+                    r.with_error_code(code(ResponseError::NotLeaderOrFollower))
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %log.dir().display(), error = %e, "log start offset unconfirmed");
+                    r.with_error_code(code(ResponseError::KafkaStorageError))
+                }
+            };
         }
         LATEST_TIMESTAMP => {
             return r

@@ -10,7 +10,7 @@ use std::io;
 use std::path::PathBuf;
 
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, claim, read_claim};
+use vfs::durable::{Claim, ClaimToken, create_slot, fill_slot, read_claim};
 
 pub(crate) fn claim_path(epoch: u32) -> PathBuf {
     crate::layout::controller_claim(epoch)
@@ -42,20 +42,29 @@ pub async fn holder(vfs: &dyn Vfs, epoch: u32, me: &ClaimToken) -> io::Result<Ho
     })
 }
 
-/// Tries to become controller of `epoch`.
+/// Tries to become controller of `epoch`: `vfs::durable::claim`'s steps,
+/// with fault points of the election's own between them (the generic
+/// claim's points are reached by every leader-epoch and coordinator claim
+/// too, so a world aiming at elections would rarely hold a controller
+/// claimant there). A claimant held after its create leaves the epoch
+/// undecided for a rival that chose the same epoch.
 pub(crate) async fn try_claim(
     vfs: &dyn Vfs,
     epoch: u32,
     broker: u32,
     me: &ClaimToken,
 ) -> io::Result<Holder> {
-    Ok(
-        match claim(vfs, &claim_path(epoch), me, broker.to_string().as_bytes()).await? {
-            Claim::Won => Holder::Me,
-            Claim::Lost { payload, .. } => Holder::Broker(parse_broker(&payload)?),
-            Claim::Undecided(_) => Holder::Undecided,
-        },
-    )
+    let slot = claim_path(epoch);
+    if let Some(file) = create_slot(vfs, &slot).await? {
+        vfs::fault_point!(vfs, "election.slot-created");
+        fill_slot(file, me, broker.to_string().as_bytes()).await?;
+        vfs::fault_point!(vfs, "election.slot-filled");
+    }
+    Ok(match read_claim(vfs, &slot, me).await? {
+        Claim::Won => Holder::Me,
+        Claim::Lost { payload, .. } => Holder::Broker(parse_broker(&payload)?),
+        Claim::Undecided(_) => Holder::Undecided,
+    })
 }
 
 fn parse_broker(payload: &[u8]) -> io::Result<u32> {

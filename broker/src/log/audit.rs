@@ -6,7 +6,11 @@
 //! it is written, and only while its leader's epoch is still current
 //! (CONTRIBUTING's table: retention and DeleteRecords). So the newest
 //! manifest never names a missing segment; if it does, the records it
-//! promises are gone. The simulator's observer checks this during runs.
+//! promises are gone. And every leader epoch up to the newest manifest's
+//! has a claim file: a takeover fences each epoch it skips before it reads
+//! the previous manifest, so an old leader's fence check ("does the next
+//! epoch exist?") is complete. The simulator's observer checks both
+//! during runs.
 
 use std::io;
 use std::path::Path;
@@ -58,6 +62,26 @@ pub async fn audit_partition(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Par
         missing,
         manifest,
     }))
+}
+
+/// The epochs in `from..=to` that have no claim file, by fresh opens.
+/// Claim files are never removed while the partition exists, so once the
+/// newest manifest is of epoch `to`, every epoch up to `to` must have one:
+/// a missing one is an epoch whose leader (a zombie of the epoch before,
+/// or a late claimant) would pass its fence check.
+pub async fn unclaimed_epochs(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    from: u32,
+    to: u32,
+) -> io::Result<Vec<u32>> {
+    let mut missing = Vec::new();
+    for epoch in from.max(1)..=to {
+        if !vfs::exists_now(vfs, &epoch_path(dir, epoch)).await? {
+            missing.push(epoch);
+        }
+    }
+    Ok(missing)
 }
 
 /// The manifest a new leader would read now: the newest one at or below
@@ -160,5 +184,31 @@ mod tests {
         let c = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
         assert_eq!((c.epoch, c.missing.len()), (4, 0));
         assert!(!b.same_manifest(&c));
+    }
+
+    #[tokio::test]
+    async fn an_epoch_without_a_claim_below_the_newest_manifest_shows() {
+        let v: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let dir = Path::new("p");
+        v.mkdir(dir).await.unwrap();
+        for e in [1, 2, 4] {
+            let f = v
+                .open(&epoch_path(dir, e), OpenOptions::create_new())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+        }
+        assert_eq!(
+            unclaimed_epochs(v.as_ref(), dir, 0, 2).await.unwrap(),
+            Vec::<u32>::new()
+        );
+        assert_eq!(
+            unclaimed_epochs(v.as_ref(), dir, 1, 4).await.unwrap(),
+            vec![3]
+        );
+        assert_eq!(
+            unclaimed_epochs(v.as_ref(), dir, 4, 5).await.unwrap(),
+            vec![5]
+        );
     }
 }

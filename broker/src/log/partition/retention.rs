@@ -128,6 +128,22 @@ impl PartitionLog {
         Ok(target.max(start))
     }
 
+    /// The log start offset as ListOffsets (earliest) answers it: read, then
+    /// confirmed by a fresh fence check. A leader held past its successor's
+    /// takeover remembers the log start of its own epoch, below what the
+    /// successor's DeleteRecords and retention moved it to since; answered,
+    /// a client would see the log start go back (swarm seed 189: a leader
+    /// whose tasks were held answered 0 after its successor had answered a
+    /// DeleteRecords with 5).
+    pub async fn confirmed_log_start_offset(&self) -> Result<i64, LogError> {
+        let start = self.log_start_offset();
+        match self.fence.still_leader(self.epoch).await {
+            Ok(true) => Ok(start),
+            Ok(false) => Err(LogError::Fenced(self.epoch)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// After a manifest write, whether this epoch still leads: the fence
     /// check a flush makes before it acknowledges. A fenced log stops, and
     /// so does one whose check went unanswered, as a flush's does: its
