@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::net::TcpStream;
 
-const CALL_TIMEOUT: Duration = Duration::from_secs(4);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Why a call has no answer. Every failure is indeterminate for a write:
 /// it may or may not have happened.

@@ -45,6 +45,11 @@ pub struct Options {
     pub id_racer: bool,
     /// Whether a client commits offsets all the time (`workload::committer`).
     pub committer: bool,
+    /// Whether the idempotent producer and the trimmer wait for a produce
+    /// answer as long as Kafka's producers do (`request.timeout.ms`, 30 s)
+    /// rather than the simulator's 4 s: the answer of a leader frozen past
+    /// its successor's takeover then still arrives, and is judged.
+    pub patient_producers: bool,
     /// Producer ids per block a broker claims (`--producer-id-block`).
     pub producer_id_block: u32,
     /// How the seeded timeline spaces its faults.
@@ -84,6 +89,7 @@ impl Options {
             trimmer: true,
             id_racer: true,
             committer: true,
+            patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
             points: PointRates::default(),
@@ -301,12 +307,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "trimmer-0",
         "ids-0",
         "committer-0",
+        "lag-reader-0",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
     .filter(|role| opts.trimmer || !role.starts_with("trimmer-"))
     .filter(|role| opts.id_racer || !role.starts_with("ids-"))
-    .filter(|role| opts.committer || !role.starts_with("committer-"))
+    .filter(|role| {
+        opts.committer || !role.starts_with("committer-") && !role.starts_with("lag-reader-")
+    })
     .enumerate()
     {
         let node = handle
@@ -322,6 +331,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             let s = volume.stats();
             s.eio + s.enospc + s.interrupts
         }));
+        if opts.patient_producers && matches!(role, "producer-0" | "trimmer-0") {
+            session.request_timeout = workload::KAFKA_REQUEST_TIMEOUT;
+        }
         let task = node.spawn(async move {
             let mut session = session;
             while !session
@@ -339,6 +351,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "trimmer-0" => crate::trimmer::trimmer(session, faults_end).await,
                 "ids-0" => workload::id_racer(session, faults_end).await,
                 "committer-0" => workload::committer(session, faults_end).await,
+                "lag-reader-0" => workload::lag_reader(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }

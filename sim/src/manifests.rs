@@ -102,10 +102,13 @@ async fn judge(
                 None => seen.claimed_through = first.epoch,
                 Some(gap) => {
                     if seen.reported.insert((first.epoch, Invariant::EpochGap)) {
+                        let zombie = match gap - 1 {
+                            0 => String::new(),
+                            e => format!(", or a zombie of epoch {e},"),
+                        };
                         violations.push(Invariant::EpochGap.says(format!(
-                            "the newest manifest of {topic}/{partition} is of leader epoch {}, and epoch(s) {gaps:?} below it have no claim: a late claimant of epoch {gap}, or a zombie of epoch {}, would pass its fence check (at {})",
+                            "the newest manifest of {topic}/{partition} is of leader epoch {}, and epoch(s) {gaps:?} below it have no claim: a late claimant of epoch {gap}{zombie} would pass its fence check (at {})",
                             first.epoch,
-                            gap - 1,
                             stamp().trim()
                         )));
                     }

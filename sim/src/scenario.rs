@@ -161,10 +161,11 @@ impl Scenario {
         }
         opts.creators = self.creators;
         opts.trimmer = self.trimmer;
-        // Written before the producer-id racer, the committer and tiny id
-        // blocks: they replay as they were recorded.
+        // Written before the producer-id racer, the committer, patient
+        // producers and tiny id blocks: they replay as they were recorded.
         opts.id_racer = false;
         opts.committer = false;
+        opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self
             .timeline

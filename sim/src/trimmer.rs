@@ -171,7 +171,16 @@ async fn trim(s: &mut Session, partition: i32) {
                 low_watermark,
             },
         );
-        log_start(s, partition).await;
+        // Asked until a leader answers: the broker that acknowledged may
+        // have been deposed meanwhile (it refuses now), and a successor
+        // that undid the DeleteRecords must be asked before its retention
+        // moves the log start past the acknowledged one anyway.
+        for _ in 0..10 {
+            if log_start(s, partition).await.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
 }
 

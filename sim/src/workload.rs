@@ -73,11 +73,13 @@ pub enum Event {
         offset: i64,
         acked: bool,
     },
-    /// What OffsetFetch returned.
+    /// What OffsetFetch returned, asked for at `sent` (the event's own
+    /// time is when the answer arrived).
     Committed {
         group: String,
         partition: i32,
         offset: i64,
+        sent: Duration,
     },
     /// A group member's assignment for one generation.
     Assigned {
@@ -200,6 +202,7 @@ pub fn describe(e: &Event) -> String {
             group,
             partition,
             offset,
+            ..
         } => format!("offset-fetch {group} {partition} -> {offset}"),
         Event::Assigned {
             member,
@@ -314,7 +317,14 @@ pub struct Session {
     /// interrupted renames): an admin request that failed while this grew
     /// may have failed for that reason.
     pub volume_errors: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
+    /// How long a produce or an OffsetFetch waits for its answer.
+    pub request_timeout: Duration,
+    /// How long an OffsetCommit waits for its answer.
+    pub commit_timeout: Duration,
 }
+
+/// Kafka clients' default `request.timeout.ms`.
+pub(crate) const KAFKA_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Decodes the records of a fetched record set from `from` on.
 pub fn records(set: &[u8], from: i64) -> Vec<(i64, String, i32)> {
@@ -363,6 +373,8 @@ impl Session {
             name: name.to_owned(),
             volume_mark: None,
             volume_errors: None,
+            request_timeout: crate::client::CALL_TIMEOUT,
+            commit_timeout: COMMIT_TIMEOUT,
         }
     }
 
@@ -514,7 +526,13 @@ impl Session {
             ]);
         match self
             .client
-            .call(to, ApiKey::Produce, 8, RequestKind::Produce(req))
+            .call_within(
+                self.request_timeout,
+                to,
+                ApiKey::Produce,
+                8,
+                RequestKind::Produce(req),
+            )
             .await
         {
             Ok(ResponseKind::Produce(r)) => {
@@ -669,7 +687,7 @@ impl Session {
         let ok = match self
             .client
             .call_within(
-                COMMIT_TIMEOUT,
+                self.commit_timeout,
                 to,
                 ApiKey::OffsetCommit,
                 7,
@@ -693,6 +711,7 @@ impl Session {
     /// The committed offset of `partition` (-1 for none), if the
     /// coordinator answered; recorded in the history.
     pub async fn committed(&mut self, partition: i32) -> Option<i64> {
+        let sent = self.now();
         let to = self.coordinator().await?;
         let req = OffsetFetchRequest::default()
             .with_group_id(GroupId(s(&self.group)))
@@ -703,7 +722,13 @@ impl Session {
             ]));
         match self
             .client
-            .call(to, ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(req))
+            .call_within(
+                self.request_timeout,
+                to,
+                ApiKey::OffsetFetch,
+                7,
+                RequestKind::OffsetFetch(req),
+            )
             .await
         {
             Ok(ResponseKind::OffsetFetch(r)) if r.error_code == 0 => {
@@ -715,6 +740,7 @@ impl Session {
                         group: self.group.clone(),
                         partition,
                         offset,
+                        sent,
                     },
                 );
                 Some(offset)
@@ -859,12 +885,23 @@ pub(crate) async fn id_racer(mut s: Session, until: Duration) {
 /// as a stream processor with a short commit interval does, so that many
 /// commits are in flight whenever a coordinator freezes, crashes or moves.
 /// Offsets grow with every commit; after a failed one it reads the
-/// committed offsets back (the coordinator may have moved).
+/// committed offsets back (the coordinator may have moved). Each commit
+/// waits for its answer as long as Kafka clients do (the late answer of a
+/// coordinator frozen past its successor's takeover is judged) or, half
+/// the time, only the simulator's few seconds, as a client with a short
+/// `request.timeout.ms` does: it moves on to the successor and commits
+/// there while the frozen coordinator still holds older offsets, which
+/// [`lag_reader`] may then be answered from.
 pub(crate) async fn committer(mut s: Session, until: Duration) {
     s.group = COMMITTER_GROUP.to_owned();
     let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
     let mut read_back = false;
     while s.now() < until {
+        s.commit_timeout = if madsim::rand::thread_rng().gen_bool(0.5) {
+            COMMIT_TIMEOUT
+        } else {
+            crate::client::CALL_TIMEOUT
+        };
         let partition = madsim::rand::thread_rng().gen_range(0..PARTITIONS);
         let offset = next[&partition] + madsim::rand::thread_rng().gen_range(1..5);
         next.insert(partition, offset);
@@ -876,6 +913,36 @@ pub(crate) async fn committer(mut s: Session, until: Duration) {
             }
         }
         let pause = madsim::rand::thread_rng().gen_range(20..120);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Reads the committer's offsets all the time, as a lag exporter does, and
+/// keeps asking the coordinator it knows through a run of failed calls
+/// before it looks the coordinator up again (a client whose coordinator
+/// cache is slow to notice a move). So a request it sends to a frozen
+/// coordinator after the successor acknowledged newer commits is answered
+/// when the old coordinator wakes up, before it learns it was deposed:
+/// from its memory, unless it confirms its epoch first.
+pub(crate) async fn lag_reader(mut s: Session, until: Duration) {
+    /// Failed calls in a row before the coordinator is looked up again.
+    const STICKY: u32 = 8;
+    s.group = COMMITTER_GROUP.to_owned();
+    let mut failed = 0;
+    while s.now() < until {
+        let partition = madsim::rand::thread_rng().gen_range(0..PARTITIONS);
+        let known = s.coordinator;
+        if s.committed(partition).await.is_some() {
+            failed = 0;
+        } else {
+            failed += 1;
+            if failed < STICKY {
+                s.coordinator = known;
+            } else {
+                failed = 0;
+            }
+        }
+        let pause = madsim::rand::thread_rng().gen_range(50..300);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }

@@ -120,7 +120,8 @@ struct Judge<'a> {
     ackers: BTreeMap<(i32, i32), BTreeSet<u32>>,
     /// The first value read at each offset, and by whom.
     seen_at: BTreeMap<(i32, i64), (&'a str, &'a str)>,
-    committed: BTreeMap<(&'a str, i32), (i64, String)>,
+    /// Acknowledged commits per (group, partition), in answer order.
+    committed: BTreeMap<(&'a str, i32), Vec<(Duration, i64)>>,
     in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
     owners: BTreeMap<(i32, i32), &'a str>,
     epochs: BTreeMap<(u32, &'a str, i32), Answers<'a>>,
@@ -193,7 +194,10 @@ impl<'a> Judge<'a> {
                 offset,
                 acked: true,
             } => {
-                self.committed.insert((group, *partition), (*offset, at(t)));
+                self.committed
+                    .entry((group, *partition))
+                    .or_default()
+                    .push((*t, *offset));
             }
             // A commit without a positive answer may still take effect, even
             // later than newer ones (a request left on a connection the
@@ -213,7 +217,8 @@ impl<'a> Judge<'a> {
                 group,
                 partition,
                 offset,
-            } => self.committed_offset(t, group, *partition, *offset),
+                sent,
+            } => self.committed_offset(t, sent, group, *partition, *offset),
             Event::Assigned {
                 member,
                 generation,
@@ -461,6 +466,7 @@ mod tests {
                         group: "g".into(),
                         partition: 0,
                         offset: 3,
+                        sent: Duration::from_secs(1),
                     }),
                 ],
                 clean_log.clone(),
@@ -572,6 +578,7 @@ mod tests {
                 group: "g".into(),
                 partition: 1,
                 offset: 1,
+                sent: Duration::from_secs(1),
             }),
             acked(0, "a", 0, 1),
             acked(0, "b", 1, 1),
@@ -587,6 +594,7 @@ mod tests {
                 group: "g".into(),
                 partition: 0,
                 offset: 2,
+                sent: Duration::from_secs(1),
             }),
             event(Event::ChurnRead {
                 incarnation: 3,
