@@ -177,6 +177,8 @@ fn run_seed(args: &Args, seed: u64) -> Report {
     if let Some(aims) = &args.aim {
         opts.points.focus = aims.0.clone();
         opts.points.max_crashes = opts.points.max_crashes.max(3);
+        // Counted from the start, whatever the world drew.
+        opts.points.aim_after_ms = 0;
     }
     let mut report = harness::run(&opts);
     if args.check_determinism {

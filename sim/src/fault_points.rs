@@ -192,11 +192,6 @@ fn act(
             .iter()
             .any(|(p, k)| *p == name && aimed_reach(reach, *k));
     if aimed {
-        // One held broker at a time: with every broker frozen nobody takes
-        // over, and the zombie wakes up to find nothing changed.
-        if frozen.any_held() {
-            return Act::Nothing;
-        }
         let mut s = stats.lock();
         // A busy point must not spend the run's freezes before the rare
         // steps of its family come round.
@@ -205,9 +200,23 @@ fn act(
             return Act::Nothing;
         }
         *acts += 1;
+        let roll: f64 = rng.r#gen();
+        // A hold: this task waits while its broker runs on (heartbeats go
+        // on, nobody takes over), so rivals that chose the same next step
+        // line up behind it (two claimants of one controller epoch, one of
+        // them stuck between its create and its fill).
+        if roll < 0.25 {
+            return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));
+        }
+        // One frozen or crashed broker at a time: with every broker frozen
+        // nobody takes over, and the zombie wakes up to find nothing
+        // changed.
+        if frozen.any_held() {
+            return Act::Nothing;
+        }
         // A freeze more often than a crash: it makes a zombie that wakes
         // up in the middle of its change, the narrower window of the two.
-        if rng.gen_bool(0.35) && s.crashes < rates.max_crashes {
+        if roll < 0.55 && s.crashes < rates.max_crashes {
             s.crashes += 1;
             return Act::Crash;
         }

@@ -15,11 +15,11 @@
 //! | [`relaunch`] | the ordinary build re-running itself as the simulation build |
 //! | `harness` | one seeded run: brokers, clients, the fault timeline, liveness, end-of-run checks of the volume |
 //! | `client` | a small Kafka client over simulated TCP |
-//! | `workload` | producers, the consumer, the committer, the churning admin, the producer-id racer, the final reader; the history |
+//! | `workload` | producers, the consumer, the committer and the lag reader of its group, the churning admin, the producer-id racer, the final reader; the history |
 //! | `members` | consumer group members |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
-//! | `manifests` | the observer's check that the trimmed topic's newest manifests name only segments on the volume |
+//! | `manifests` | the observer's audit of partitions: their newest manifests name only segments on the volume, and every leader epoch below the newest manifest's has a claim |
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
 //! | `scenario` | scenario files (`scenarios/*.toml`) |

@@ -210,6 +210,19 @@ fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     points
 }
 
+/// When reaches of aimed-at points start to count: most worlds aim at the
+/// workload's steady state (2 to 30 s in), one in four at the cold start,
+/// where every broker claims the first controller epoch and takes its
+/// first partitions at once (a StatefulSet whose pods start in parallel):
+/// the election's races are widest there.
+fn aim_after(rng: &mut ChaCha8Rng) -> u64 {
+    if rng.gen_bool(0.25) {
+        0
+    } else {
+        rng.gen_range(2_000..30_000)
+    }
+}
+
 impl PointRates {
     /// Whether fault points do anything at all.
     pub fn active(&self) -> bool {
@@ -324,12 +337,23 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 crash: rng.gen_range(0.002..0.02),
                 max_crashes: rng.gen_range(2..6),
                 focus: focus(rng),
-                aim_after_ms: rng.gen_range(2_000..30_000),
+                aim_after_ms: aim_after(rng),
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
         }
     };
+    // Half the one-fault worlds also aim at protocol steps (and only
+    // there): a lost reply to a controller claim's create, or a write-back
+    // storm, where an election or a takeover is going on.
+    if !matches!(world, "calm" | "crash-points") && rng.gen_bool(0.5) {
+        points = PointRates {
+            max_crashes: rng.gen_range(1..4),
+            focus: focus(rng),
+            aim_after_ms: aim_after(rng),
+            ..PointRates::default()
+        };
+    }
     Profile {
         world,
         faults,
@@ -395,7 +419,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
             crash: rng.gen_range(0.0..0.005),
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
-            aim_after_ms: rng.gen_range(2_000..30_000),
+            aim_after_ms: aim_after(rng),
         }
     } else {
         PointRates::default()

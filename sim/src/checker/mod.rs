@@ -416,6 +416,46 @@ mod tests {
     /// Every anomaly, each in a history of its own: the checker names
     /// exactly that one, and nothing in a clean history.
     #[test]
+    fn an_offset_fetch_is_judged_against_the_commits_acknowledged_before_it_was_sent() {
+        let base = [(0, "a", 1), (1, "b", 1), (2, "c", 1)];
+        let clean_log = logs(&[(0, &base)]);
+        let commit = |ms: u64, offset: i64| {
+            (
+                Duration::from_millis(ms),
+                Event::Commit {
+                    group: "g".into(),
+                    partition: 0,
+                    offset,
+                    acked: true,
+                },
+            )
+        };
+        let fetched = |sent: u64, answered: u64, offset: i64| {
+            (
+                Duration::from_millis(answered),
+                Event::Committed {
+                    group: "g".into(),
+                    partition: 0,
+                    offset,
+                    sent: Duration::from_millis(sent),
+                },
+            )
+        };
+        // Sent before the commit of 9 was acknowledged: 5 is a legal answer
+        // (the coordinator may have read before the commit).
+        let slow = vec![commit(1_000, 5), commit(2_000, 9), fetched(1_500, 3_000, 5)];
+        assert!(check(&slow, &clean_log).is_empty());
+        // Sent after it: 5 went back.
+        let stale = vec![commit(1_000, 5), commit(2_000, 9), fetched(2_500, 3_000, 5)];
+        let found = check(&stale, &clean_log);
+        assert_eq!(
+            names(&found),
+            vec!["committed-offset-regression"],
+            "{found:?}"
+        );
+    }
+
+    #[test]
     fn each_anomaly_is_reported_alone_and_by_name() {
         let base = [(0, "a", 1), (1, "b", 1), (2, "c", 1)];
         let clean_log = logs(&[(0, &base)]);
