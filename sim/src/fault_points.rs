@@ -37,7 +37,8 @@ const MAX_FREEZES: usize = 6;
 /// broker frozen for most of a run). A frozen broker reaches no point, so
 /// each broker takes about four in a minute at most anyway.
 const MAX_AIMED_FREEZES: usize = 12;
-/// Each aimed-at point acts (crashes or freezes) this many times a run at
+/// Each aimed-at point acts (holds, crashes or freezes; an act skipped
+/// because another broker is held counts too) this many times a run at
 /// most.
 const MAX_ACTS_PER_POINT: u32 = 3;
 
