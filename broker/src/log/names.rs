@@ -7,8 +7,9 @@
 //! nobody can tell that from a creator still writing. So a creator that
 //! finds generation `g` undecided moves on to `g+1`, and two rules keep one
 //! owner:
-//! - the creator of `g+1` looks at `g` after creating `g+1` and before
-//!   writing it: if `g` has an owner by then, it leaves `g+1` empty;
+//! - the creator of `g+1` looks back after creating `g+1` and before
+//!   writing it: if a generation below has a complete claim by then (the
+//!   newest such one, past any void ones), it leaves `g+1` empty;
 //! - the writer of `g` counts as owner only if, after its content is on
 //!   the volume, `g+1` does not exist.
 //!
@@ -72,13 +73,11 @@ pub(crate) async fn claim_name(
 ) -> io::Result<NameClaim> {
     for g in 1..=MAX_GENERATIONS {
         if let Some(file) = create_slot(vfs, &path(name, g)).await? {
-            if g > 1 {
-                if let Slot::Held { id: holder, .. } = slot(vfs, name, g - 1, token).await? {
-                    // The previous generation got its owner after all; this
-                    // one stays empty and void.
-                    let _ = file.close().await;
-                    return Ok(NameClaim::Taken(holder));
-                }
+            if let Some(holder) = earlier_holder(vfs, name, g, token).await? {
+                // An earlier generation got its owner after all; this one
+                // stays empty and void.
+                let _ = file.close().await;
+                return Ok(NameClaim::Taken(holder));
             }
             fill_slot(file, token, id.as_bytes()).await?;
         }
@@ -98,6 +97,29 @@ pub(crate) async fn claim_name(
         io::ErrorKind::WouldBlock,
         format!("topic name {name:?}: no generation decided in {MAX_GENERATIONS} tries"),
     ))
+}
+
+/// Who a reader would take as the holder if generation `g` stayed empty:
+/// the newest complete generation below it, unless that is this claimant's
+/// own (then filling `g` changes no reader's answer).
+///
+/// Looking only at `g - 1` is not enough: a creator of `g - 1` that found
+/// `g - 2` complete left `g - 1` empty, and `g - 2`'s writer may have won
+/// (it saw no `g - 1` yet). A void generation hides nothing.
+async fn earlier_holder(
+    vfs: &dyn Vfs,
+    name: &str,
+    g: u32,
+    token: &ClaimToken,
+) -> io::Result<Option<String>> {
+    for earlier in (1..g).rev() {
+        match slot(vfs, name, earlier, token).await? {
+            Slot::Held { by_us: true, .. } => return Ok(None),
+            Slot::Held { by_us: false, id } => return Ok(Some(id)),
+            Slot::Undecided | Slot::Missing => {}
+        }
+    }
+    Ok(None)
 }
 
 /// The topic id holding `name`: the newest generation with a complete
@@ -178,27 +200,55 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_late_owner_of_a_generation_voids_its_successor() {
+    async fn a_void_generation_does_not_hide_the_owner_before_it() {
+        let v = volume().await;
+        // `a` filled generation 1 and saw no generation 2: it won. Then a
+        // rival that had found generation 1 undecided created generation 2,
+        // saw `a`'s claim and left it empty.
+        let a = ClaimToken::fresh("a");
+        let slot1 = create_slot(&v, &path("orders", 1)).await.unwrap().unwrap();
+        fill_slot(slot1, &a, b"id-a").await.unwrap();
+        assert!(!exists(&v, "orders", 2).await.unwrap());
+        drop(create_slot(&v, &path("orders", 2)).await.unwrap().unwrap());
+        // A third creator passes the void generation 2; it must not take
+        // the name from `a`.
+        let c = ClaimToken::fresh("c");
+        assert_eq!(
+            claim_name(&v, "orders", "id-c", &c).await.unwrap(),
+            NameClaim::Taken("id-a".into())
+        );
+        assert_eq!(holder(&v, "orders").await.unwrap().as_deref(), Some("id-a"));
+    }
+
+    #[tokio::test]
+    async fn a_late_writer_of_a_generation_keeps_the_name_its_readers_see() {
         let v = volume().await;
         // Generation 1 was completed by its creator after a second creator
-        // had already created generation 2: the second one must step back.
+        // had already created generation 2 (and then, finding generation 1
+        // complete, left it empty).
         let a = ClaimToken::fresh("a");
         let slot1 = create_slot(&v, &path("orders", 1)).await.unwrap().unwrap();
         let slot2 = create_slot(&v, &path("orders", 2)).await.unwrap().unwrap();
         fill_slot(slot1, &a, b"id-a").await.unwrap();
         drop(slot2);
-        // `a` sees generation 2 and does not count itself owner...
+        // `a` sees generation 2 and cannot count itself owner yet...
         assert!(matches!(
             slot(&v, "orders", 1, &a).await.unwrap(),
             Slot::Held { by_us: true, .. }
         ));
         assert!(exists(&v, "orders", 2).await.unwrap());
-        // ...and a newcomer goes past the void generation 2 and wins 3.
+        // ...but readers see `a` (the newest complete generation), so a
+        // newcomer going past the void generation 2 must not take the name...
         let c = ClaimToken::fresh("c");
         assert_eq!(
             claim_name(&v, "orders", "id-c", &c).await.unwrap(),
+            NameClaim::Taken("id-a".into())
+        );
+        // ...and `a`, going on past the void generations, confirms its hold.
+        assert_eq!(
+            claim_name(&v, "orders", "id-a", &a).await.unwrap(),
             NameClaim::Won
         );
-        assert_eq!(holder(&v, "orders").await.unwrap().as_deref(), Some("id-c"));
+        assert_eq!(holder(&v, "orders").await.unwrap().as_deref(), Some("id-a"));
     }
 }
