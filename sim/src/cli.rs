@@ -397,13 +397,14 @@ fn print_report(args: &Args, report: &Report, replay_cmd: &str) {
         let p = &report.points;
         if !p.reached.is_empty() {
             println!(
-                "  points reached={} at {} points | delays={} pauses={} freezes={} crashes={}",
+                "  points reached={} at {} points | delays={} pauses={} freezes={} crashes={} fails={}",
                 p.reached.values().sum::<usize>(),
                 p.reached.len(),
                 p.delays,
                 p.pauses,
                 p.freezes,
-                p.crashes
+                p.crashes,
+                p.fails
             );
         }
         println!(

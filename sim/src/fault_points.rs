@@ -5,8 +5,9 @@
 //! (a slow step); hold it for seconds while the rest of its broker runs on
 //! (its heartbeats go on); freeze the whole broker right there for longer
 //! than a session timeout, so that a successor takes over and the broker
-//! wakes up as a zombie in the middle of its volume change; or crash the
-//! broker right there.
+//! wakes up as a zombie in the middle of its volume change; crash the
+//! broker right there; or (aimed points only) fail the broker's next volume
+//! call with EIO, so the step after the point takes its error path.
 //! A crash is a panic that madsim turns into a kill of the broker's node
 //! (the broker nodes restart on it, 1 to 10 s later), so the NFS host
 //! crashes with it (`nfs_hook`), exactly as a scheduled crash does.
@@ -57,6 +58,8 @@ pub struct Stats {
     pub pauses: usize,
     pub freezes: usize,
     pub crashes: u32,
+    /// Aimed acts that failed the broker's next volume call.
+    pub fails: usize,
 }
 
 impl PointStats {
@@ -76,6 +79,8 @@ impl PointStats {
 pub(crate) struct Targets {
     pub brokers: Vec<madsim::task::NodeId>,
     pub thawer: madsim::runtime::NodeHandle,
+    /// The volume, whose next call from a broker a point may fail.
+    pub nfs: vfs::model::ModelNfs,
 }
 
 pub(crate) fn install(
@@ -108,6 +113,13 @@ pub(crate) fn install(
             let broker = host.unwrap_or_default();
             match act {
                 Act::Nothing => {}
+                Act::FailNext => {
+                    stats.lock().fails += 1;
+                    trace.record(format!(
+                        "{at} point {name} fails the next call of broker-{broker}"
+                    ));
+                    targets.nfs.fail_next_call(broker);
+                }
                 Act::Delay(d) => {
                     stats.lock().delays += 1;
                     tokio::time::sleep(d).await;
@@ -153,6 +165,11 @@ pub(crate) fn install(
 
 enum Act {
     Nothing,
+    /// The broker's next volume call (the step after this point) fails
+    /// with EIO before it reaches the server: the step's error path runs,
+    /// and whatever the broker does next must leave the volume and its
+    /// answers consistent.
+    FailNext,
     Delay(Duration),
     Pause(Duration),
     Freeze(Duration),
@@ -209,6 +226,11 @@ fn act(
         if roll < 0.25 {
             return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));
         }
+        // The step after the point fails: its error path runs (a fence
+        // check that got no answer, a removal left half done).
+        if roll < 0.45 {
+            return Act::FailNext;
+        }
         // One frozen or crashed broker at a time: with every broker frozen
         // nobody takes over, and the zombie wakes up to find nothing
         // changed.
@@ -217,7 +239,7 @@ fn act(
         }
         // A freeze more often than a crash: it makes a zombie that wakes
         // up in the middle of its change, the narrower window of the two.
-        if roll < 0.55 && s.crashes < rates.max_crashes {
+        if roll < 0.65 && s.crashes < rates.max_crashes {
             s.crashes += 1;
             return Act::Crash;
         }

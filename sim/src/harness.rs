@@ -262,6 +262,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             fault_points::Targets {
                 brokers: brokers.iter().map(NodeHandle::id).collect(),
                 thawer: handle.create_node().name("fault-points").build(),
+                nfs: nfs.clone(),
             },
             start + opts.duration,
             trace.clone(),
@@ -790,7 +791,11 @@ pub(crate) fn schedule(
             }
             _ => FaultKind::NfsRestart,
         };
-        let lasts = Duration::from_millis(rng.gen_range(pace.lasts_ms.0..pace.lasts_ms.1));
+        let (min, max) = match (&kind, pace.pause_ms) {
+            (FaultKind::Pause(_), Some(range)) => range,
+            _ => pace.lasts_ms,
+        };
+        let lasts = Duration::from_millis(rng.gen_range(min..max));
         out.push(Fault {
             at: t,
             lasts,

@@ -28,6 +28,9 @@ pub struct Pace {
     pub lasts_ms: (u64, u64),
     /// The quiet time after a fault healed, before the next one, in ms.
     pub gap_ms: (u64, u64),
+    /// How long a broker pause lasts, when not `lasts_ms`: zombie pauses,
+    /// longer than a session timeout, in worlds that also do other things.
+    pub pause_ms: Option<(u64, u64)>,
 }
 
 impl Pace {
@@ -35,6 +38,7 @@ impl Pace {
     pub const CLASSIC: Pace = Pace {
         lasts_ms: (1_000, 8_000),
         gap_ms: (2_000, 10_000),
+        pause_ms: None,
     };
 }
 
@@ -80,6 +84,7 @@ pub const POINTS: &[&str] = &[
     "election.slot-filled",
     "flush.acknowledged",
     "flush.synced",
+    "group-load.listed",
     "group-load.read",
     "group-save.decided",
     "group-save.saved",
@@ -128,6 +133,7 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
     (
         "groups",
         &[
+            "group-load.listed",
             "group-load.read",
             "group-save.decided",
             "group-save.written",
@@ -305,6 +311,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             pace = Pace {
                 lasts_ms: (200, 2_000),
                 gap_ms: (300, 3_000),
+                pause_ms: None,
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs-restart", "nfs"])
@@ -316,6 +323,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             pace = Pace {
                 lasts_ms: (8_000, 25_000),
                 gap_ms: (1_000, 5_000),
+                pause_ms: None,
             };
             set(&["pause"])
         }
@@ -328,6 +336,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             pace = Pace {
                 lasts_ms: (2_000, 15_000),
                 gap_ms: (1_000, 4_000),
+                pause_ms: None,
             };
             set(&["clock"])
         }
@@ -410,9 +419,14 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
     }
     // Brutal worlds pile faults on: shorter and closer together.
     let squeeze = |ms: u64| ((ms as f64 / intensity.max(1.0)) as u64).max(100);
+    // Half the worlds that pause brokers pause them past a session timeout:
+    // the fenced zombie that wakes up amid everything else this world does
+    // is the writer every fence check exists for.
+    let zombies = faults.contains("pause") && rng.gen_bool(0.5);
     let pace = Pace {
         lasts_ms: (squeeze(1_000), squeeze(8_000)),
         gap_ms: (squeeze(2_000), squeeze(10_000)),
+        pause_ms: zombies.then_some((8_000, 25_000)),
     };
     let points = if rng.gen_bool(0.9) {
         PointRates {
@@ -478,9 +492,13 @@ impl Profile {
         if *p != Pace::CLASSIC {
             let _ = write!(
                 s,
-                " pace[lasts={}-{}ms gap={}-{}ms]",
+                " pace[lasts={}-{}ms gap={}-{}ms",
                 p.lasts_ms.0, p.lasts_ms.1, p.gap_ms.0, p.gap_ms.1
             );
+            if let Some((min, max)) = p.pause_ms {
+                let _ = write!(s, " pauses={min}-{max}ms");
+            }
+            s.push(']');
         }
         let r = &self.points;
         if r.active() {

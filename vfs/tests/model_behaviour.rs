@@ -866,3 +866,31 @@ async fn files_created_after_a_mark_are_listed() {
     a.mkdir(p("d")).await.unwrap();
     assert_eq!(nfs.created_since("d", mark), vec!["d".to_owned()]);
 }
+
+// ---- injected failures at a fault point -------------------------------------
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_failed_next_call_hits_only_that_host_and_only_once() {
+    let nfs = nfs(NfsConfig::default());
+    let (a, b) = (nfs.host(1), nfs.host(2));
+    create(&a, "f", b"one").await;
+    let f = open_rw(&a, "f").await;
+    nfs.fail_next_call(1);
+    // Another host's call is not the one that fails.
+    assert_eq!(
+        read_file(&b, p("f")).await.unwrap(),
+        Bytes::from_static(b"one")
+    );
+    // A close never takes the failure (the handle would stay open)...
+    f.close().await.unwrap();
+    // ...the next call does, before it reaches the server...
+    assert_eq!(kind(a.unlink(p("f"))).await, ErrorKind::Other);
+    assert!(
+        b.stat(p("f")).await.is_ok(),
+        "the failed unlink was applied"
+    );
+    // ...and only that one.
+    a.unlink(p("f")).await.unwrap();
+    assert_eq!(nfs.stats().eio, 1);
+}

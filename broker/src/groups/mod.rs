@@ -113,6 +113,7 @@ impl Slot {
                 *slot_newest = (*slot_newest).max(e);
             }
         }
+        vfs::fault_point!(vfs, "group-load.listed");
         let mut groups = BTreeMap::new();
         for (hash, e) in newest {
             let p = dir.join(format!("{hash}-{e:010}"));

@@ -100,6 +100,13 @@ impl ModelNfs {
         w.watches.len() - 1
     }
 
+    /// The next call of host `id` (not a close) fails with EIO before it
+    /// reaches the server: a fault point's way to send the step after it
+    /// down its error path (the simulator's `Act::FailNext`).
+    pub fn fail_next_call(&self, id: u32) {
+        self.lock().failing.insert(id);
+    }
+
     /// The host whose call matched watch `id`, once one did.
     pub fn watch_fired(&self, id: usize) -> Option<u32> {
         self.lock().watches.get(id).and_then(|(_, h)| *h)
@@ -216,10 +223,26 @@ impl ModelHost {
     ) -> io::Result<T> {
         path::check(path)?;
         let p = path.to_str().unwrap_or_default();
+        // Taken before the latency, while the task that reached the fault
+        // point is still the one running on this host.
+        let fail = self.take_failure();
         self.delay().await;
         let mut w = self.nfs.lock();
-        let result = f(&mut w, self.id, p);
+        let result = if fail {
+            Err(Errno::Io)
+        } else {
+            f(&mut w, self.id, p)
+        };
         finish(&mut w, self.id, name, p, result)
+    }
+
+    fn take_failure(&self) -> bool {
+        let mut w = self.nfs.lock();
+        let failing = w.failing.remove(&self.id);
+        if failing {
+            w.stats.eio += 1;
+        }
+        failing
     }
 }
 
@@ -350,9 +373,15 @@ impl ModelFile {
         name: &'static str,
         f: impl FnOnce(&mut World, u32, u32, Fh) -> Result<T, Errno>,
     ) -> io::Result<T> {
+        // A close never fails this way: the handle would stay open.
+        let fail = name != "close" && self.host.take_failure();
         self.host.delay().await;
         let mut w = self.host.nfs.lock();
-        let result = f(&mut w, self.host.id, self.incarnation, self.fh);
+        let result = if fail {
+            Err(Errno::Io)
+        } else {
+            f(&mut w, self.host.id, self.incarnation, self.fh)
+        };
         finish(&mut w, self.host.id, name, &self.path, result)
     }
 }

@@ -29,6 +29,9 @@ pub(crate) struct World {
     pub epoch: Instant,
     /// Armed watches: a pattern and the host whose call first matched it.
     pub watches: Vec<(String, Option<u32>)>,
+    /// Hosts whose next call fails with EIO, unapplied
+    /// ([`super::ModelNfs::fail_next_call`]).
+    pub failing: std::collections::BTreeSet<u32>,
 }
 
 /// What a fault does to one server call.
@@ -88,6 +91,7 @@ impl World {
             stats: FaultStats::default(),
             epoch: Instant::now(),
             watches: Vec::new(),
+            failing: Default::default(),
         }
     }
 
