@@ -197,7 +197,7 @@ impl ControllerAgent {
             // partitions, stays as it is for whoever starts next.
             return Ok(Role::Controller { epoch });
         }
-        let partitions = self.known_partitions(now).await?;
+        let partitions = self.known_partitions(now, previous.as_ref()).await?;
         let brokers = self.entries(&live);
         let placed = self.place(previous.as_ref(), &live, &brokers, &partitions);
         let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
@@ -256,12 +256,25 @@ impl ControllerAgent {
     }
 
     /// Every topic partition on the volume, listed at most every
-    /// `LIST_TOPICS_EVERY`.
-    async fn known_partitions(&mut self, now: Instant) -> io::Result<BTreeSet<PartitionKey>> {
+    /// `LIST_TOPICS_EVERY`. A topic whose meta is unreadable now keeps the
+    /// partitions the last listing or the last assignment had for it.
+    async fn known_partitions(
+        &mut self,
+        now: Instant,
+        previous: Option<&Assignment>,
+    ) -> io::Result<BTreeSet<PartitionKey>> {
         match &self.partitions {
             Some((at, p)) if now.duration_since(*at) < LIST_TOPICS_EVERY => Ok(p.clone()),
             _ => {
-                let p = list_partitions(self.vfs.as_ref()).await?;
+                let mut before: BTreeSet<PartitionKey> = self
+                    .partitions
+                    .as_ref()
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_default();
+                if let Some(a) = previous {
+                    before.extend(a.partitions.iter().map(|(t, p, _)| (t.clone(), *p)));
+                }
+                let p = list_partitions(self.vfs.as_ref(), &before).await?;
                 self.partitions = Some((now, p.clone()));
                 Ok(p)
             }
@@ -375,7 +388,13 @@ impl ControllerAgent {
 }
 
 /// Every partition of every topic (the listing may lag; it catches up).
-async fn list_partitions(vfs: &dyn Vfs) -> io::Result<BTreeSet<PartitionKey>> {
+/// A topic whose meta cannot be read now (EIO, a torn or foreign file)
+/// keeps the partitions `before` knew of it: one unreadable topic must not
+/// stop the controller, which would then move no partition of any topic.
+async fn list_partitions(
+    vfs: &dyn Vfs,
+    before: &BTreeSet<PartitionKey>,
+) -> io::Result<BTreeSet<PartitionKey>> {
     let mut out = BTreeSet::new();
     let listing = match vfs.read_dir(Path::new(topic::TOPICS_DIR)).await {
         Ok(l) => l,
@@ -389,8 +408,40 @@ async fn list_partitions(vfs: &dyn Vfs) -> io::Result<BTreeSet<PartitionKey>> {
         match topic::read_meta(vfs, &entry.name).await {
             Ok(meta) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {} // deleted meanwhile
-            Err(e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(topic_id = %entry.name, error = %e, "topic meta unreadable; its partitions stay as they were");
+                out.extend(before.iter().filter(|(id, _)| *id == entry.name).cloned());
+            }
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use vfs::OpenOptions;
+
+    #[tokio::test]
+    async fn an_unreadable_topic_meta_keeps_its_partitions_and_spares_the_others() {
+        let v = vfs::MemVfs::new();
+        v.mkdir(Path::new(topic::TOPICS_DIR)).await.unwrap();
+        v.mkdir(Path::new(crate::layout::NAMES_DIR)).await.unwrap();
+        let good = topic::create_topic(&v, "good", 2).await.unwrap();
+        let torn = topic::create_topic(&v, "torn", 3).await.unwrap();
+        let before: BTreeSet<PartitionKey> = (0..3).map(|p| (torn.id.clone(), p)).collect();
+        let meta = topic::topic_dir(&torn.id).join("topic.meta");
+        let f = v.open(&meta, OpenOptions::write()).await.unwrap();
+        f.write_at(0, Bytes::from_static(b"\0\0\0garbage"))
+            .await
+            .unwrap();
+        f.close().await.unwrap();
+        let listed = list_partitions(&v, &before).await.unwrap();
+        let want: BTreeSet<PartitionKey> = (0..2)
+            .map(|p| (good.id.clone(), p))
+            .chain(before.iter().cloned())
+            .collect();
+        assert_eq!(listed, want);
+    }
 }
