@@ -48,6 +48,21 @@ bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
 
 # "partition leader" lines, as the brokers in $1 (default: all) see them.
 leaders() { timeout 20 kcat -b "${1:-$bootstrap}" -L -t orders 2>/dev/null | sed -n 's/.*partition \([0-9]\), leader \([0-9-]*\),.*/\1 \2/p'; }
+# The leader of partition $1 as each broker in $2... (ids) tells it, printed
+# only when every one of them answers and they agree: a broker learns a new
+# assignment at its next tick, so for a moment two brokers can answer
+# differently.
+agreed_leader() {
+    local p=$1 id answer answers=()
+    shift
+    for id in "$@"; do
+        answer=$(leaders "127.0.0.1:${ports[$id]}" | awk -v p="$p" '$1 == p {print $2}')
+        [ -n "$answer" ] || return 0
+        answers+=("$answer")
+    done
+    [ "$(printf '%s\n' "${answers[@]}" | sort -u | wc -l)" = 1 ] && echo "${answers[0]}"
+    return 0
+}
 wait_for() {
     local what=$1
     for _ in $(seq 1 150); do
@@ -64,11 +79,15 @@ wait_for '[ "$(leaders | awk "\$2 >= 0" | wc -l)" = 3 ]'
 
 seq 1 3000 | sed 's/^/m/' >"$work/first"
 timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/first"
-victim=$(leaders | awk '$1 == 0 {print $2}')
+victim=$(agreed_leader 0 0 1 2)
+[ -n "$victim" ] || { echo "the brokers disagree on the leader of partition 0" >&2; exit 1; }
 echo "killing broker $victim (leader of partition 0)"
 kill -9 "${pids[$victim]}"
-wait_for '[ -n "$(leaders | awk -v v="$victim" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
-echo "partition 0 moved to broker $(leaders | awk '$1 == 0 {print $2}')"
+alive=()
+for id in 0 1 2; do [ "$id" = "$victim" ] || alive+=("$id"); done
+moved() { local l; l=$(agreed_leader 0 "${alive[@]}"); [ -n "$l" ] && [ "$l" -ge 0 ] && [ "$l" != "$1" ]; }
+wait_for 'moved "$victim"'
+echo "partition 0 moved to broker $(agreed_leader 0 "${alive[@]}")"
 
 seq 3001 4000 | sed 's/^/m/' >"$work/second"
 timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/second" 2>>"$work/kcat.log"
@@ -76,7 +95,8 @@ timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/second" 2>>"
 # Controlled shutdown: SIGTERM the new leader of partition 0; it announces
 # it is leaving, the controller moves its partitions, and it exits only
 # once it leads nothing.
-heir=$(leaders | awk '$1 == 0 {print $2}')
+heir=$(agreed_leader 0 "${alive[@]}")
+[ -n "$heir" ] && [ "$heir" != "$victim" ] || { echo "brokers ${alive[*]} disagree on the leader of partition 0, or name the killed broker" >&2; exit 1; }
 echo "stopping broker $heir with SIGTERM"
 kill -TERM "${pids[$heir]}"
 wait_for '! kill -0 "${pids[$heir]}" 2>/dev/null'
@@ -85,8 +105,10 @@ if ! grep -q 'handed off.*still_leading=0' "$work/kaas-$heir.log"; then
     cat "$work/kaas-$heir.log" >&2
     exit 1
 fi
-wait_for '[ -n "$(leaders | awk -v v="$heir" "\$1 == 0 && \$2 >= 0 && \$2 != v")" ]'
-echo "partition 0 handed to broker $(leaders | awk '$1 == 0 {print $2}')"
+alive=()
+for id in 0 1 2; do [ "$id" = "$victim" ] || [ "$id" = "$heir" ] || alive+=("$id"); done
+wait_for 'moved "$heir"'
+echo "partition 0 handed to broker $(agreed_leader 0 "${alive[@]}")"
 seq 4001 5000 | sed 's/^/m/' >"$work/third"
 timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$work/kcat.log"
 
@@ -99,7 +121,8 @@ timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/third" 2>>"$
 start "$victim"
 start "$heir"
 wait_for '[ "$(leaders | awk "\$2 >= 0 {print \$2}" | sort -u | wc -l)" = 3 ]'
-zombie=$(leaders | awk '$1 == 0 {print $2}')
+wait_for '[ -n "$(agreed_leader 0 0 1 2)" ]'
+zombie=$(agreed_leader 0 0 1 2)
 others=$(for id in 0 1 2; do [ "$id" = "$zombie" ] || printf '127.0.0.1:%s,' "${ports[$id]}"; done)
 others=${others%,}
 p0dir=$(grep -ho 'acknowledged dir=[^ ]*/0 ' "$work"/kaas-*.log | head -1 | sed 's/.*dir=//; s/ $//')
