@@ -283,6 +283,14 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         stamp,
         frozen.clone(),
     ));
+    let history = History::default();
+    if opts.committer {
+        observer.spawn(crate::group_files::watch(
+            Arc::new(nfs.host(OBSERVER_HOST)),
+            history.clone(),
+            start,
+        ));
+    }
     if opts.trimmer {
         observer.spawn(crate::manifests::watch(
             Arc::new(nfs.host(OBSERVER_HOST)),
@@ -293,7 +301,6 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     // The clients, each on a node of its own so links can be cut one by one.
     let faults_end = opts.duration;
-    let history = History::default();
     let mut clients = Vec::new();
     let mut tasks = Vec::new();
     for (i, role) in [

@@ -19,6 +19,7 @@
 //! | `members` | consumer group members |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
+//! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
 //! | `manifests` | the observer's audit of partitions: their newest manifests name only segments on the volume, and every leader epoch below the newest manifest's has a claim |
 //! | `creators` | admins creating, growing and deleting topics many at a time |
 //! | `checker` | judges the history against the final log, one named invariant per violation |
@@ -41,6 +42,8 @@ pub(crate) mod controllers;
 pub mod creators;
 #[cfg(madsim)]
 pub mod fault_points;
+#[cfg(madsim)]
+pub(crate) mod group_files;
 #[cfg(madsim)]
 pub mod harness;
 #[cfg(madsim)]

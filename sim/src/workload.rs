@@ -36,7 +36,7 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub(crate) const CHURN_PARTITIONS: i32 = 3;
 pub(crate) const GROUP: &str = "sim-group";
 /// The committer's group (`committer`).
-const COMMITTER_GROUP: &str = "sim-committer";
+pub(crate) const COMMITTER_GROUP: &str = "sim-committer";
 
 /// What became of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +80,20 @@ pub enum Event {
         partition: i32,
         offset: i64,
         sent: Duration,
+    },
+    /// The committed offsets of `group` in the file a new coordinator
+    /// would load (`broker::groups::audit`), read by the observer from
+    /// `sent` on (the event's own time is when the read ended); -1 for a
+    /// partition the file has no offset for, or for every partition when
+    /// the group has no file.
+    GroupOnVolume {
+        group: String,
+        sent: Duration,
+        offsets: Vec<(i32, i64)>,
+        /// The coordinator epoch of the file read (`None`: no file), and
+        /// the slot's newest claimed epoch.
+        file_epoch: Option<u32>,
+        newest_epoch: u32,
     },
     /// A group member's assignment for one generation.
     Assigned {
@@ -248,6 +262,15 @@ pub fn describe(e: &Event) -> String {
             answer
                 .as_ref()
                 .map_or("no answer".to_owned(), |(c, m)| format!("{c} {m}"))
+        ),
+        Event::GroupOnVolume {
+            group,
+            offsets,
+            file_epoch,
+            newest_epoch,
+            ..
+        } => format!(
+            "group {group} on the volume: {offsets:?} in the file of epoch {file_epoch:?} (newest claim {newest_epoch})"
         ),
         Event::ProducerId { client, broker, id } => {
             format!("{client} init-producer-id broker-{broker} -> {id}")

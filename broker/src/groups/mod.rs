@@ -9,6 +9,7 @@
 //! only after a fresh check that no newer epoch was claimed.
 
 pub mod api;
+pub mod audit;
 pub mod group;
 pub mod store;
 

@@ -85,20 +85,39 @@ pub async fn unclaimed_epochs(
 }
 
 /// The manifest a new leader would read now: the newest one at or below
-/// the newest claimed epoch. Claims are dense (a new leader fences every
-/// epoch below its own), so from the newest one the listing shows, each
-/// following epoch's claim is opened by path until [`AHEAD`] in a row are
-/// missing; a stale listing only makes the walk longer.
+/// the newest claimed epoch ([`newest_claimed_epoch`]).
 async fn newest_manifest(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Manifest>> {
-    let listed = vfs
-        .read_dir(dir)
-        .await?
+    let newest = newest_claimed_epoch(vfs, dir, &["manifest-"]).await?;
+    // Claimed epochs whose takeover has not written a manifest (yet, or
+    // ever) leave the previous manifest in force.
+    for e in (0..=newest).rev() {
+        if let Some(m) = Manifest::read(vfs, dir, e).await? {
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
+/// The newest epoch claimed in `dir` (a partition, a coordinator slot).
+/// Claims are dense (a taker-over fences every epoch below its own), so
+/// from the newest epoch the listing shows (claims, and files named
+/// `<prefix><epoch>`), each following epoch's claim is opened by path
+/// until [`AHEAD`] in a row are missing; a stale listing only makes the
+/// walk longer (a missing directory, one that lists nothing).
+pub async fn newest_claimed_epoch(vfs: &dyn Vfs, dir: &Path, prefixes: &[&str]) -> io::Result<u32> {
+    // A lookup cache may still say the directory is missing: the walk
+    // below asks the server.
+    let listing = match vfs.read_dir(dir).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let listed = listing
         .iter()
         .filter_map(|e| {
-            let n = e
-                .name
-                .strip_prefix("epoch-")
-                .or(e.name.strip_prefix("manifest-"))?;
+            let n = std::iter::once("epoch-")
+                .chain(prefixes.iter().copied())
+                .find_map(|p| e.name.strip_prefix(p))?;
             n.parse::<u32>().ok()
         })
         .max()
@@ -115,14 +134,7 @@ async fn newest_manifest(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Manifes
         }
         epoch += 1;
     }
-    // Claimed epochs whose takeover has not written a manifest (yet, or
-    // ever) leave the previous manifest in force.
-    for e in (0..=newest).rev() {
-        if let Some(m) = Manifest::read(vfs, dir, e).await? {
-            return Ok(Some(m));
-        }
-    }
-    Ok(None)
+    Ok(newest)
 }
 
 #[cfg(test)]

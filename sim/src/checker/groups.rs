@@ -1,4 +1,4 @@
-//! Consumer groups (committed-offset-regression).
+//! Consumer groups (committed-offset-regression, commit-not-durable).
 
 use std::time::Duration;
 
@@ -32,6 +32,46 @@ impl<'a> Judge<'a> {
                     at(sent),
                     at(t)
                 ));
+            }
+        }
+    }
+
+    /// The file a new coordinator would load holds, for each partition, at
+    /// least the last commit acknowledged before the observer began to
+    /// read it (or a smaller commit in doubt, which may have landed late).
+    /// A coordinator acknowledges only once its epoch's file has the
+    /// commit and its epoch is confirmed, so no crash, freeze or takeover
+    /// after that may take the commit off the volume.
+    pub(super) fn group_on_volume(
+        &mut self,
+        t: &Duration,
+        sent: &Duration,
+        group: &str,
+        offsets: &[(i32, i64)],
+        (file_epoch, newest_epoch): (Option<u32>, u32),
+    ) {
+        for (partition, offset) in offsets {
+            let key = (group, *partition);
+            let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(offset));
+            let before = self
+                .committed
+                .get(&key)
+                .and_then(|acks| acks.iter().rev().find(|(when, _)| when <= sent))
+                .copied();
+            if let Some((when, acked)) = before {
+                if *offset < acked && !doubtful {
+                    self.violate(Invariant::CommitNotDurable, format!(
+                        "group {group} partition {partition}: offset {acked} was committed at {}, and the file a new coordinator would load (newest claimed epoch {newest_epoch}), read from {} to {}, {}",
+                        at(&when),
+                        at(sent),
+                        at(t),
+                        match (file_epoch, offset) {
+                            (None, _) => "does not exist".to_owned(),
+                            (Some(e), -1) => format!("epoch {e}'s, has no offset"),
+                            (Some(e), o) => format!("epoch {e}'s, has {o}"),
+                        }
+                    ));
+                }
             }
         }
     }

@@ -33,6 +33,7 @@ invariants! {
     PollSkip = "poll-skip": "A fetch and the final log have no gaps.",
     EpochRegression = "epoch-regression": "A broker never answers an older leader epoch of a partition than it answered before.",
     CommittedOffsetRegression = "committed-offset-regression": "OffsetFetch never returns less than an acknowledged commit.",
+    CommitNotDurable = "commit-not-durable": "Every acknowledged commit is in the group file a new coordinator would load.",
     GroupExclusivity = "group-exclusivity": "One member owns a partition in a generation.",
     RecreatedTopicNotEmpty = "recreated-topic-not-empty": "A recreated topic starts empty.",
     ReadFromDeletedTopic = "read-from-deleted-topic": "Nothing is read from a topic after its deletion.",

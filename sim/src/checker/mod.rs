@@ -219,6 +219,13 @@ impl<'a> Judge<'a> {
                 offset,
                 sent,
             } => self.committed_offset(t, sent, group, *partition, *offset),
+            Event::GroupOnVolume {
+                group,
+                sent,
+                offsets,
+                file_epoch,
+                newest_epoch,
+            } => self.group_on_volume(t, sent, group, offsets, (*file_epoch, *newest_epoch)),
             Event::Assigned {
                 member,
                 generation,
@@ -306,6 +313,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             }
             Event::Poll { .. } => &[I::InconsistentOffsets, I::NonmonotonicPoll, I::PollSkip],
             Event::Committed { .. } => &[I::CommittedOffsetRegression],
+            Event::GroupOnVolume { .. } => &[I::CommitNotDurable],
             Event::Assigned { .. } => &[I::GroupExclusivity],
             Event::ChurnRead { .. } => &[I::RecreatedTopicNotEmpty],
             Event::DeletedRead { .. } => &[I::ReadFromDeletedTopic],
@@ -456,6 +464,58 @@ mod tests {
     }
 
     #[test]
+    fn a_group_file_is_judged_against_commits_acknowledged_before_it_was_read() {
+        let clean_log = logs(&[(0, &[(0, "a", 1)])]);
+        let commit = |ms: u64, offset: i64, acked: bool| {
+            (
+                Duration::from_millis(ms),
+                Event::Commit {
+                    group: "g".into(),
+                    partition: 0,
+                    offset,
+                    acked,
+                },
+            )
+        };
+        let on_volume = |sent: u64, offset: i64| {
+            (
+                Duration::from_millis(sent + 10),
+                Event::GroupOnVolume {
+                    group: "g".into(),
+                    sent: Duration::from_millis(sent),
+                    offsets: vec![(0, offset)],
+                    file_epoch: (offset >= 0).then_some(1),
+                    newest_epoch: 1,
+                },
+            )
+        };
+        // Read before the commit of 9 was acknowledged: 5 may be all there was.
+        let early = vec![
+            commit(1_000, 5, true),
+            on_volume(1_500, 5),
+            commit(2_000, 9, true),
+        ];
+        assert!(check(&early, &clean_log).is_empty());
+        // A commit in doubt may land after a newer one and stay.
+        let late = vec![
+            commit(1_000, 4, false),
+            commit(2_000, 9, true),
+            on_volume(2_500, 4),
+        ];
+        assert!(check(&late, &clean_log).is_empty());
+        // Read after it: the file lost the commit, or never had it.
+        for offset in [5, -1] {
+            let lost = vec![
+                commit(1_000, 5, true),
+                commit(2_000, 9, true),
+                on_volume(2_500, offset),
+            ];
+            let found = check(&lost, &clean_log);
+            assert_eq!(names(&found), vec!["commit-not-durable"], "{found:?}");
+        }
+    }
+
+    #[test]
     fn each_anomaly_is_reported_alone_and_by_name() {
         let base = [(0, "a", 1), (1, "b", 1), (2, "c", 1)];
         let clean_log = logs(&[(0, &base)]);
@@ -507,6 +567,25 @@ mod tests {
                         partition: 0,
                         offset: 3,
                         sent: Duration::from_secs(1),
+                    }),
+                ],
+                clean_log.clone(),
+            ),
+            (
+                "commit-not-durable",
+                vec![
+                    event(Event::Commit {
+                        group: "g".into(),
+                        partition: 0,
+                        offset: 5,
+                        acked: true,
+                    }),
+                    event(Event::GroupOnVolume {
+                        group: "g".into(),
+                        sent: Duration::from_secs(1),
+                        offsets: vec![(0, 3), (1, -1)],
+                        file_epoch: Some(1),
+                        newest_epoch: 2,
                     }),
                 ],
                 clean_log.clone(),
