@@ -294,6 +294,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     if opts.trimmer {
         observer.spawn(crate::manifests::watch(
             Arc::new(nfs.host(OBSERVER_HOST)),
+            nfs.clone(),
             violations.clone(),
             stamp,
         ));

@@ -8,6 +8,13 @@
 //!   removal the manifest does not know about yet, or a zombie removing
 //!   what its successor still serves, shows here before any client reads
 //!   the hole (retention would soon hide it from the final read).
+//! - undurable-manifest: every byte the newest manifest vouches for (a
+//!   sealed segment to its end, the active one to its checkpoint) is
+//!   committed at the NFS server (the model's god view: no host can tell),
+//!   so a server restart or a crash of the writer's host keeps it. A flush
+//!   that acknowledged without an fsync, or a takeover's copy of the tail
+//!   named before it was synced, shows here whether or not a restart
+//!   happens to fall in the window.
 //! - epoch-gap: every leader epoch up to the newest manifest's has a claim
 //!   file. A takeover fences each epoch it skips (a leader that was
 //!   assigned but never claimed) before it reads the previous manifest;
@@ -23,6 +30,7 @@ use std::time::Duration;
 
 use broker::log::audit::{PartitionAudit, audit_partition, unclaimed_epochs};
 use vfs::Vfs;
+use vfs::model::ModelNfs;
 
 use crate::checker::Invariant;
 use crate::harness::Violations;
@@ -45,7 +53,12 @@ struct Partition {
 }
 
 /// Audits the topics of [`AUDITED`] every [`EVERY`], for the whole run.
-pub(crate) async fn watch(vfs: Arc<dyn Vfs>, violations: Violations, stamp: impl Fn() -> String) {
+pub(crate) async fn watch(
+    vfs: Arc<dyn Vfs>,
+    nfs: ModelNfs,
+    violations: Violations,
+    stamp: impl Fn() -> String,
+) {
     let mut topic_ids: BTreeMap<&str, String> = BTreeMap::new();
     let mut partitions: BTreeMap<(&str, i32), Partition> = BTreeMap::new();
     let mut interval = tokio::time::interval(EVERY);
@@ -67,6 +80,15 @@ pub(crate) async fn watch(vfs: Arc<dyn Vfs>, violations: Violations, stamp: impl
                 let Ok(Some(first)) = audit_partition(vfs.as_ref(), &dir).await else {
                     continue;
                 };
+                durable(
+                    &nfs,
+                    (topic, partition),
+                    &dir,
+                    &first,
+                    seen,
+                    &violations,
+                    &stamp,
+                );
                 judge(
                     vfs.as_ref(),
                     (topic, partition),
@@ -78,6 +100,38 @@ pub(crate) async fn watch(vfs: Arc<dyn Vfs>, violations: Violations, stamp: impl
                 )
                 .await;
             }
+        }
+    }
+}
+
+/// undurable-manifest: what the server has committed of each segment the
+/// manifest vouches for, looked at after the manifest was read (committed
+/// bytes never become uncommitted; a segment removed since is skipped).
+fn durable(
+    nfs: &ModelNfs,
+    (topic, partition): (&str, i32),
+    dir: &Path,
+    audit: &PartitionAudit,
+    seen: &mut Partition,
+    violations: &Violations,
+    stamp: &impl Fn() -> String,
+) {
+    violations.checked(Invariant::UndurableManifest);
+    for (name, vouched) in &audit.vouched {
+        let path = dir.join(name);
+        let Some(stable) = nfs.stable_len(&path.to_string_lossy()) else {
+            continue;
+        };
+        if stable < *vouched
+            && seen
+                .reported
+                .insert((audit.epoch, Invariant::UndurableManifest))
+        {
+            violations.push(Invariant::UndurableManifest.says(format!(
+                "the newest manifest of {topic}/{partition} (epoch {}) vouches for {vouched} bytes of {name}, and the server has committed {stable} (at {})",
+                audit.epoch,
+                stamp().trim()
+            )));
         }
     }
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 use vfs::Vfs;
 
 use super::fence::epoch_path;
-use super::manifest::Manifest;
+use super::manifest::{Manifest, SegmentState};
 
 /// Epoch claims past the newest one listed that are also opened: a
 /// directory listing may be stale.
@@ -33,6 +33,10 @@ pub struct PartitionAudit {
     pub segments: Vec<String>,
     /// Of those, the ones no fresh open finds.
     pub missing: Vec<String>,
+    /// Each segment file with the bytes the manifest vouches for: a
+    /// sealed segment to its end, the active one to its checkpoint. The
+    /// manifest is written only after those bytes were made durable.
+    pub vouched: Vec<(String, u64)>,
     manifest: Manifest,
 }
 
@@ -55,11 +59,26 @@ pub async fn audit_partition(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Par
             missing.push(name.clone());
         }
     }
+    let vouched = manifest
+        .segments
+        .iter()
+        .map(|s| {
+            let len = match s.state {
+                SegmentState::Sealed { end_position, .. } => end_position,
+                SegmentState::Active {
+                    checkpoint_position,
+                    ..
+                } => checkpoint_position,
+            };
+            (s.file_name(), len)
+        })
+        .collect();
     Ok(Some(PartitionAudit {
         epoch: manifest.epoch,
         log_start_offset: manifest.log_start_offset,
         segments,
         missing,
+        vouched,
         manifest,
     }))
 }
@@ -188,13 +207,27 @@ mod tests {
             .unwrap();
         let b = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
         assert_eq!(b.missing, vec![m.segments[1].file_name()]);
+        // Sealed segments vouch for their whole length.
+        assert_eq!(
+            b.vouched,
+            vec![(m.segments[0].file_name(), 10), (m.segments[1].file_name(), 10)]
+        );
         assert!(a.same_manifest(&b));
-        // Epoch 4 with epoch 3 skipped is still found.
+        // Epoch 4 with epoch 3 skipped is still found; its active segment
+        // vouches for the bytes up to its checkpoint.
         m.epoch = 4;
-        m.segments.clear();
+        m.segments = vec![SegmentMeta {
+            state: SegmentState::Active {
+                checkpoint_position: 7,
+                checkpoint_next_offset: 3,
+                max_timestamp: -1,
+            },
+            ..segment(0, 2)
+        }];
         m.write(v.as_ref(), dir).await.unwrap();
         let c = audit_partition(v.as_ref(), dir).await.unwrap().unwrap();
         assert_eq!((c.epoch, c.missing.len()), (4, 0));
+        assert_eq!(c.vouched, vec![(m.segments[0].file_name(), 7)]);
         assert!(!b.same_manifest(&c));
     }
 

@@ -43,6 +43,7 @@ invariants! {
     TrimmedWriteLost = "trimmed-write-lost": "On a trimmed log, every acknowledged record at or above the log start offset is served at its offset.",
     DeleteRecordsUndone = "delete-records-undone": "The log start offset never goes back below what an acknowledged DeleteRecords answered.",
     MissingSegment = "missing-segment": "The newest manifest of a partition names only segment files that are on the volume.",
+    UndurableManifest = "undurable-manifest": "A manifest vouches only for bytes the NFS server has committed: sealed segments to their end, the active one to its checkpoint.",
     EpochGap = "epoch-gap": "Every leader epoch up to a partition's newest manifest has a claim file, so an old leader's fence check is complete.",
     OneController = "one-controller": "A controller epoch's assignment is written only by the broker that won that epoch's claim.",
     ProducerIdReused = "producer-id-reused": "InitProducerId never hands out one producer id twice.",

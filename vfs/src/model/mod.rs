@@ -136,6 +136,13 @@ impl ModelNfs {
         self.lock().restart_server();
     }
 
+    /// How much of the file at `path` the server has committed (what a
+    /// server restart keeps); `None` when there is no file there. For
+    /// checkers: no host sees this.
+    pub fn stable_len(&self, path: &str) -> Option<u64> {
+        self.lock().server.stable_len(path)
+    }
+
     pub fn stats(&self) -> FaultStats {
         self.lock().stats
     }

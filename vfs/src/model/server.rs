@@ -425,6 +425,18 @@ impl Server {
         self.used -= dropped;
     }
 
+    /// How much of the file at `path` (slash-separated, from the root) the
+    /// server has committed: a restart keeps exactly that prefix. `None`
+    /// when there is no file there.
+    pub fn stable_len(&self, path: &str) -> Option<u64> {
+        let mut fh = ROOT;
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            fh = self.lookup(fh, name).ok()?;
+        }
+        let f = self.file(fh).ok()?;
+        Some(f.stable_len.min(f.data.len() as u64))
+    }
+
     /// Every name on the server, depth first, as `(path, kind, size)`.
     pub fn walk(&self) -> Vec<(String, FileKind, u64)> {
         let mut out = Vec::new();
