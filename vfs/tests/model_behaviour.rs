@@ -903,12 +903,22 @@ async fn the_stable_length_counts_only_what_a_commit_or_close_made_durable() {
     assert_eq!(nfs.stable_len("d/f"), None);
     a.mkdir(p("d")).await.unwrap();
     let f = a.open(p("d/f"), OpenOptions::create_new()).await.unwrap();
-    f.write_at(0, Bytes::from_static(b"0123456789")).await.unwrap();
-    assert_eq!(nfs.stable_len("d/f"), Some(0), "a write alone commits nothing");
+    f.write_at(0, Bytes::from_static(b"0123456789"))
+        .await
+        .unwrap();
+    assert_eq!(
+        nfs.stable_len("d/f"),
+        Some(0),
+        "a write alone commits nothing"
+    );
     f.fsync().await.unwrap();
     assert_eq!(nfs.stable_len("d/f"), Some(10));
     f.write_at(10, Bytes::from_static(b"abc")).await.unwrap();
-    assert_eq!(nfs.stable_len("d/f"), Some(10), "an append waits for its fsync");
+    assert_eq!(
+        nfs.stable_len("d/f"),
+        Some(10),
+        "an append waits for its fsync"
+    );
     f.close().await.unwrap();
     assert_eq!(nfs.stable_len("d/f"), Some(13), "a close commits");
     assert_eq!(nfs.stable_len("d"), None, "a directory has no data");

@@ -210,7 +210,10 @@ mod tests {
         // Sealed segments vouch for their whole length.
         assert_eq!(
             b.vouched,
-            vec![(m.segments[0].file_name(), 10), (m.segments[1].file_name(), 10)]
+            vec![
+                (m.segments[0].file_name(), 10),
+                (m.segments[1].file_name(), 10)
+            ]
         );
         assert!(a.same_manifest(&b));
         // Epoch 4 with epoch 3 skipped is still found; its active segment
