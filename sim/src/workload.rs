@@ -1100,22 +1100,38 @@ pub async fn converge(
     deadline: Duration,
 ) -> BTreeMap<i32, Vec<(i64, String, i32)>> {
     let mut logs = BTreeMap::new();
+    // The sentinels come from an idempotent producer, two batches per
+    // partition: a broker whose sequence checks refuse a producer's second
+    // batch takes no idempotent write at all, and that must show here
+    // (refused writes are never acknowledged, so no other rule judges them).
+    let producer = tokio::time::timeout(deadline.saturating_sub(s.now()), s.init_producer_id())
+        .await
+        .ok();
     for partition in 0..PARTITIONS {
+        let mut acked = 0;
+        let mut end = -1;
         while s.now() < deadline {
-            let sentinel = format!("final-{partition}");
-            let batch = broker::log::batch::build(
-                (-1, -1, -1),
-                broker::clock::now_ms(),
-                &[sentinel.as_bytes()],
-            );
-            let end = match s.produce(TOPIC, partition, batch).await {
-                Ok((0, end, _)) => end,
-                other => {
-                    tracing::debug!(partition, ?other, "final write not acknowledged yet");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
+            if acked < 2 {
+                let sentinel = format!("final-{partition}-{acked}");
+                let (pid, epoch) = producer.unwrap_or((-1, -1));
+                let seq = if producer.is_some() { acked } else { -1 };
+                let batch = broker::log::batch::build(
+                    (pid, epoch, seq),
+                    broker::clock::now_ms(),
+                    &[sentinel.as_bytes()],
+                );
+                match s.produce(TOPIC, partition, batch).await {
+                    Ok((0, offset, _)) => {
+                        acked += 1;
+                        end = offset;
+                    }
+                    other => {
+                        tracing::debug!(partition, ?other, "final write not acknowledged yet");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
                 }
-            };
+                continue;
+            }
             let mut log = Vec::new();
             let mut next = 0;
             while next <= end && s.now() < deadline {
@@ -1132,8 +1148,8 @@ pub async fn converge(
                 }
             }
             if next > end {
-                // Sentinels stay: they are ordinary plain writes, and the
-                // offsets of the final read must have no gaps.
+                // Sentinels stay: they are ordinary writes of the log, and
+                // the offsets of the final read must have no gaps.
                 logs.insert(partition, log);
                 break;
             }
