@@ -17,22 +17,13 @@ impl<'a> Judge<'a> {
         partition: i32,
         offset: i64,
     ) {
-        let key = (group, partition);
-        let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(&offset));
-        let before = self
-            .committed
-            .get(&key)
-            .and_then(|acks| acks.iter().rev().find(|(when, _)| when <= sent))
-            .copied();
-        if let Some((when, acked)) = before {
-            if offset < acked && !doubtful {
-                self.violate(Invariant::CommittedOffsetRegression, format!(
-                    "group {group} partition {partition}: offset {acked} was committed at {}, OffsetFetch sent at {} returned {offset} at {}",
-                    at(&when),
-                    at(sent),
-                    at(t)
-                ));
-            }
+        if let Some((when, acked)) = self.regressed(group, partition, sent, offset) {
+            self.violate(Invariant::CommittedOffsetRegression, format!(
+                "group {group} partition {partition}: offset {acked} was committed at {}, OffsetFetch sent at {} returned {offset} at {}",
+                at(&when),
+                at(sent),
+                at(t)
+            ));
         }
     }
 
@@ -51,28 +42,37 @@ impl<'a> Judge<'a> {
         (file_epoch, newest_epoch): (Option<u32>, u32),
     ) {
         for (partition, offset) in offsets {
-            let key = (group, *partition);
-            let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(offset));
-            let before = self
-                .committed
-                .get(&key)
-                .and_then(|acks| acks.iter().rev().find(|(when, _)| when <= sent))
-                .copied();
-            if let Some((when, acked)) = before {
-                if *offset < acked && !doubtful {
-                    self.violate(Invariant::CommitNotDurable, format!(
-                        "group {group} partition {partition}: offset {acked} was committed at {}, and the file a new coordinator would load (newest claimed epoch {newest_epoch}), read from {} to {}, {}",
-                        at(&when),
-                        at(sent),
-                        at(t),
-                        match (file_epoch, offset) {
-                            (None, _) => "does not exist".to_owned(),
-                            (Some(e), -1) => format!("epoch {e}'s, has no offset"),
-                            (Some(e), o) => format!("epoch {e}'s, has {o}"),
-                        }
-                    ));
-                }
+            if let Some((when, acked)) = self.regressed(group, *partition, sent, *offset) {
+                self.violate(Invariant::CommitNotDurable, format!(
+                    "group {group} partition {partition}: offset {acked} was committed at {}, and the file a new coordinator would load (newest claimed epoch {newest_epoch}), read from {} to {}, {}",
+                    at(&when),
+                    at(sent),
+                    at(t),
+                    match (file_epoch, offset) {
+                        (None, _) => "does not exist".to_owned(),
+                        (Some(e), -1) => format!("epoch {e}'s, has no offset"),
+                        (Some(e), o) => format!("epoch {e}'s, has {o}"),
+                    }
+                ));
             }
         }
+    }
+
+    /// The last commit acknowledged by `sent` (when, offset), if `offset`
+    /// is below it and is not itself a commit in doubt.
+    fn regressed(
+        &self,
+        group: &str,
+        partition: i32,
+        sent: &Duration,
+        offset: i64,
+    ) -> Option<(Duration, i64)> {
+        let key = (group, partition);
+        let doubtful = self.in_doubt.get(&key).is_some_and(|s| s.contains(&offset));
+        self.committed
+            .get(&key)
+            .and_then(|acks| acks.iter().rev().find(|(when, _)| when <= sent))
+            .copied()
+            .filter(|(_, acked)| offset < *acked && !doubtful)
     }
 }
