@@ -393,6 +393,19 @@ mod tests {
         v.iter().filter_map(|s| s.split(' ').next()).collect()
     }
 
+    /// A commit of `offset` to group `g` partition 0, answered at `ms`.
+    fn commit(ms: u64, offset: i64, acked: bool) -> (Duration, Event) {
+        (
+            Duration::from_millis(ms),
+            Event::Commit {
+                group: "g".into(),
+                partition: 0,
+                offset,
+                acked,
+            },
+        )
+    }
+
     fn event(e: Event) -> (Duration, Event) {
         (Duration::from_secs(1), e)
     }
@@ -427,17 +440,6 @@ mod tests {
     fn an_offset_fetch_is_judged_against_the_commits_acknowledged_before_it_was_sent() {
         let base = [(0, "a", 1), (1, "b", 1), (2, "c", 1)];
         let clean_log = logs(&[(0, &base)]);
-        let commit = |ms: u64, offset: i64| {
-            (
-                Duration::from_millis(ms),
-                Event::Commit {
-                    group: "g".into(),
-                    partition: 0,
-                    offset,
-                    acked: true,
-                },
-            )
-        };
         let fetched = |sent: u64, answered: u64, offset: i64| {
             (
                 Duration::from_millis(answered),
@@ -451,10 +453,18 @@ mod tests {
         };
         // Sent before the commit of 9 was acknowledged: 5 is a legal answer
         // (the coordinator may have read before the commit).
-        let slow = vec![commit(1_000, 5), commit(2_000, 9), fetched(1_500, 3_000, 5)];
+        let slow = vec![
+            commit(1_000, 5, true),
+            commit(2_000, 9, true),
+            fetched(1_500, 3_000, 5),
+        ];
         assert!(check(&slow, &clean_log).is_empty());
         // Sent after it: 5 went back.
-        let stale = vec![commit(1_000, 5), commit(2_000, 9), fetched(2_500, 3_000, 5)];
+        let stale = vec![
+            commit(1_000, 5, true),
+            commit(2_000, 9, true),
+            fetched(2_500, 3_000, 5),
+        ];
         let found = check(&stale, &clean_log);
         assert_eq!(
             names(&found),
@@ -466,17 +476,6 @@ mod tests {
     #[test]
     fn a_group_file_is_judged_against_commits_acknowledged_before_it_was_read() {
         let clean_log = logs(&[(0, &[(0, "a", 1)])]);
-        let commit = |ms: u64, offset: i64, acked: bool| {
-            (
-                Duration::from_millis(ms),
-                Event::Commit {
-                    group: "g".into(),
-                    partition: 0,
-                    offset,
-                    acked,
-                },
-            )
-        };
         let on_volume = |sent: u64, offset: i64| {
             (
                 Duration::from_millis(sent + 10),
