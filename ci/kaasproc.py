@@ -5,6 +5,7 @@ wait for a broker to listen."""
 import os
 import socket
 import subprocess
+import tempfile
 import time
 
 KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
@@ -36,3 +37,23 @@ def start(args, port, log_path, env=None, timeout=30, poll=0.05):
                 proc.kill()
                 raise RuntimeError(f"kaas did not listen on {port} in {timeout} s; see {log_path}")
             time.sleep(poll)
+
+
+class Broker:
+    """One broker on a fresh data directory under target/, on a free port."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kaas-py-", dir="target")
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.proc = None
+
+    def start(self, poll=0.1, extra=()):
+        port = int(self.addr.rsplit(":", 1)[1])
+        args = ["--data-dir", self.dir, "--listen", self.addr, *extra]
+        self.proc = start(args, port, os.path.join(self.dir, "kaas.log"), timeout=10, poll=poll)
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+            self.proc = None

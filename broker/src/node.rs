@@ -143,6 +143,8 @@ struct Node {
     server: Option<JoinHandle<()>>,
     /// This run's first heartbeat.
     hb: Heartbeat,
+    /// The API created topics or partitions: follow the cluster now.
+    created: Arc<tokio::sync::Notify>,
 }
 
 impl Node {
@@ -202,6 +204,7 @@ impl Node {
             agent,
             staging_sweep: StagingSweep::new(session_timeout),
             readiness,
+            created: api.created(),
             not_serving: Some((listener, Arc::new(api))),
             server: None,
             hb,
@@ -258,9 +261,15 @@ impl Node {
                     .enforce_retention(self.config.wall_clock.now_ms())
                     .await;
             }
+            // `biased`: tokio's select draws its branch order from a
+            // thread-local generator that outlives one simulated run, so
+            // an unbiased select makes a seed depend on the seeds its thread
+            // ran before.
             tokio::select! {
+                biased;
                 () = &mut shutdown => break,
                 () = tokio::time::sleep(follow) => {}
+                () = self.created.notified() => self.agent.relist_topics(),
             }
         }
     }

@@ -14,33 +14,13 @@ import asyncio
 import os
 import sys
 import socket
-import subprocess
-import tempfile
 import time
 import uuid
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from kaasproc import free_port, start as start_kaas  # noqa: E402
-
-
-class Broker:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="kaas-py-", dir="target")
-        self.addr = f"127.0.0.1:{free_port()}"
-        self.proc = None
-
-    def start(self, poll=0.1):
-        port = int(self.addr.rsplit(":", 1)[1])
-        self.proc = start_kaas(["--data-dir", self.dir, "--listen", self.addr], port,
-                               os.path.join(self.dir, "kaas.log"), timeout=10, poll=poll)
-
-    def stop(self):
-        if self.proc:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-            self.proc = None
+from kaasproc import Broker  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,22 @@ use kafka_protocol::messages::{
     BrokerId, DescribeClusterResponse, MetadataRequest, MetadataResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::cluster::assignment::Assignment;
 use crate::log::topic;
-use crate::log::topic::TopicError;
+use crate::log::topic::{TopicError, TopicMeta};
 
+use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, lookup_error, name_of, split_host_port, topic_name, uuid_of};
+
+/// A requested topic, as found (or made) by this request.
+enum Found {
+    Exists(TopicMeta),
+    Created(TopicMeta),
+    Error(i16),
+}
 
 impl Api {
     pub(super) async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {
@@ -59,17 +68,27 @@ impl Api {
         };
         let auto_create =
             self.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
-        let mut topics = Vec::new();
         let names = match requested {
             Some(names) => names,
             None => self.all_topic_names().await,
         };
+        let mut found = Vec::with_capacity(names.len());
+        let mut created = Vec::new();
         for name in names {
-            topics.push(
-                self.topic_metadata(&name, a.as_ref(), auto_create, version)
-                    .await,
-            );
+            let meta = self.find_or_create(&name, auto_create).await;
+            if let Found::Created(m) = &meta {
+                created.push((m.id.clone(), m.partitions));
+            }
+            found.push((name, meta));
         }
+        // Topics this request created are answered with their leaders.
+        self.await_leaders(&created, Instant::now() + LEADERS_WAIT)
+            .await;
+        let a = self.current();
+        let topics = found
+            .into_iter()
+            .map(|(name, meta)| self.topic_metadata(&name, meta, a.as_ref(), version))
+            .collect();
         MetadataResponse::default()
             .with_brokers(brokers)
             .with_controller_id(BrokerId(match &a {
@@ -105,38 +124,51 @@ impl Api {
         names
     }
 
-    async fn topic_metadata(
-        &self,
-        name: &str,
-        a: Option<&Assignment>,
-        auto_create: bool,
-        version: i16,
-    ) -> MetadataResponseTopic {
-        let base = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
-        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
-            Ok(Some(m)) => m,
+    /// A topic's metadata, created first where that is asked for.
+    async fn find_or_create(&self, name: &str, auto_create: bool) -> Found {
+        match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => Found::Exists(m),
             Ok(None) if auto_create => {
-                return match topic::create_topic_with(
+                let created = topic::create_topic_with(
                     self.vfs.as_ref(),
                     &self.creator(),
                     name,
                     self.config.default_partitions,
                     &BTreeMap::new(),
                 )
-                .await
-                {
-                    // Leaders come with the controller's next assignment.
-                    Ok(_) | Err(TopicError::Exists(_)) => {
-                        base.with_error_code(code(ResponseError::LeaderNotAvailable))
+                .await;
+                match created {
+                    Ok(m) => Found::Created(m),
+                    // Another request made it first: it is as new.
+                    Err(TopicError::Exists(_)) => {
+                        match topic::lookup(self.vfs.as_ref(), name).await {
+                            Ok(Some(m)) => Found::Created(m),
+                            Ok(None) => Found::Error(code(ResponseError::LeaderNotAvailable)),
+                            Err(e) => Found::Error(lookup_error(&e)),
+                        }
                     }
                     Err(TopicError::InvalidName(..)) => {
-                        base.with_error_code(code(ResponseError::InvalidTopicException))
+                        Found::Error(code(ResponseError::InvalidTopicException))
                     }
-                    Err(_) => base.with_error_code(code(ResponseError::KafkaStorageError)),
-                };
+                    Err(_) => Found::Error(code(ResponseError::KafkaStorageError)),
+                }
             }
-            Ok(None) => return base.with_error_code(code(ResponseError::UnknownTopicOrPartition)),
-            Err(e) => return base.with_error_code(lookup_error(&e)),
+            Ok(None) => Found::Error(code(ResponseError::UnknownTopicOrPartition)),
+            Err(e) => Found::Error(lookup_error(&e)),
+        }
+    }
+
+    fn topic_metadata(
+        &self,
+        name: &str,
+        found: Found,
+        a: Option<&Assignment>,
+        version: i16,
+    ) -> MetadataResponseTopic {
+        let base = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
+        let meta = match found {
+            Found::Exists(m) | Found::Created(m) => m,
+            Found::Error(c) => return base.with_error_code(c),
         };
         let partitions = (0..meta.partitions)
             .map(|p| {

@@ -19,6 +19,7 @@
 //! | `leader_epoch` | OffsetForLeaderEpoch, the current-epoch check (KIP-320) |
 //! | `topics` | CreateTopics, DeleteTopics |
 //! | `partitions` | CreatePartitions |
+//! | `new_leaders` | the wait of a request that created topics or partitions for their leaders |
 //! | `records` | DeleteRecords |
 //! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | `producer_id` | InitProducerId |
@@ -30,7 +31,7 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 use vfs::Vfs;
 
@@ -49,6 +50,7 @@ mod fetch;
 mod leader_epoch;
 mod list_offsets;
 mod metadata;
+mod new_leaders;
 mod partitions;
 mod produce;
 mod producer_id;
@@ -81,6 +83,10 @@ pub struct Api {
     assignment: watch::Receiver<Option<Assignment>>,
     /// Topic name -> (id, partitions) as last looked up, for produce only.
     produce_names: std::sync::Mutex<BTreeMap<String, (String, u32)>>,
+    /// Woken when this broker created topics or partitions: the cluster
+    /// loop then follows the controller (and, as controller, lists the
+    /// topics) at once rather than at its next tick.
+    created: Arc<Notify>,
 }
 
 fn code(e: ResponseError) -> i16 {
@@ -139,7 +145,14 @@ impl Api {
             coordinators,
             assignment,
             produce_names: std::sync::Mutex::new(BTreeMap::new()),
+            created: Arc::new(Notify::new()),
         }
+    }
+
+    /// What the cluster loop waits on besides its tick: this broker
+    /// created topics or partitions, whose leaders a client is waiting for.
+    pub fn created(&self) -> Arc<Notify> {
+        self.created.clone()
     }
 
     fn creator(&self) -> Creator {

@@ -1,12 +1,17 @@
 //! CreatePartitions: a topic grows, partition by partition.
 
+use std::time::Duration;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use tokio::time::Instant;
+
 use crate::log::topic;
 
+use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, name_of};
 
 impl Api {
@@ -15,6 +20,7 @@ impl Api {
         req: CreatePartitionsRequest,
     ) -> CreatePartitionsResponse {
         let mut results = Vec::new();
+        let mut grown = Vec::new();
         for t in req.topics {
             let name = name_of(&t.name).to_owned();
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
@@ -49,12 +55,19 @@ impl Api {
                         t.count as u32,
                     );
                     match added.await {
-                        Ok(()) => result,
+                        Ok(()) => {
+                            grown.push((meta.id.clone(), t.count as u32));
+                            result
+                        }
                         Err(e) => fail(ResponseError::KafkaStorageError, e.to_string()),
                     }
                 }
             };
             results.push(result);
+        }
+        let wait = Duration::from_millis(req.timeout_ms.max(0) as u64).min(LEADERS_WAIT);
+        if !wait.is_zero() {
+            self.await_leaders(&grown, Instant::now() + wait).await;
         }
         CreatePartitionsResponse::default().with_results(results)
     }

@@ -7,12 +7,16 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::time::Duration;
+
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::log::topic::{TopicError, TopicMeta};
 use crate::log::topic_config::Overrides;
 use crate::log::{topic, topic_config};
 
+use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, lookup_error, name_of, topic_name, uuid_of};
 
 impl Api {
@@ -22,6 +26,7 @@ impl Api {
         version: i16,
     ) -> CreateTopicsResponse {
         let mut results = Vec::new();
+        let mut created = Vec::new();
         for t in req.topics {
             let name = name_of(&t.name).to_owned();
             let partitions = if t.num_partitions == -1 {
@@ -84,8 +89,14 @@ impl Api {
                     )
                     .await
                     {
-                        Ok(meta) if version >= 7 => result.with_topic_id(uuid_of(&meta)),
-                        Ok(_) => result,
+                        Ok(meta) => {
+                            created.push((meta.id.clone(), meta.partitions));
+                            if version >= 7 {
+                                result.with_topic_id(uuid_of(&meta))
+                            } else {
+                                result
+                            }
+                        }
                         Err(TopicError::Exists(_)) => {
                             result.with_error_code(code(ResponseError::TopicAlreadyExists))
                         }
@@ -96,6 +107,12 @@ impl Api {
                 }
             };
             results.push(result);
+        }
+        // As Kafka: up to the request's timeout (0: do not wait), the
+        // answer waits until the new topics can be written to.
+        let wait = Duration::from_millis(req.timeout_ms.max(0) as u64).min(LEADERS_WAIT);
+        if !wait.is_zero() {
+            self.await_leaders(&created, Instant::now() + wait).await;
         }
         CreateTopicsResponse::default().with_topics(results)
     }

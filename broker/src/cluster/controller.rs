@@ -80,6 +80,12 @@ impl ControllerAgent {
         self.reader.latest()
     }
 
+    /// The next tick, as controller, lists the topics afresh: this broker
+    /// just created some.
+    pub fn relist_topics(&mut self) {
+        self.partitions = None;
+    }
+
     pub async fn tick(&mut self) -> io::Result<Role> {
         let now = Instant::now();
         self.observe_heartbeats(now).await?;
@@ -264,7 +270,12 @@ impl ControllerAgent {
         previous: Option<&Assignment>,
     ) -> io::Result<BTreeSet<PartitionKey>> {
         match &self.partitions {
-            Some((at, p)) if now.duration_since(*at) < LIST_TOPICS_EVERY => Ok(p.clone()),
+            Some((at, p))
+                if now.duration_since(*at) < LIST_TOPICS_EVERY
+                    && !self.new_topic_dirs(p).await? =>
+            {
+                Ok(p.clone())
+            }
             _ => {
                 let mut before: BTreeSet<PartitionKey> = self
                     .partitions
@@ -279,6 +290,21 @@ impl ControllerAgent {
                 Ok(p)
             }
         }
+    }
+
+    /// Whether the topics directory holds a topic that `listed` lacks: one
+    /// read of the directory per tick, so that a topic another broker
+    /// created gets its leaders within a tick, not a whole listing later.
+    async fn new_topic_dirs(&self, listed: &BTreeSet<PartitionKey>) -> io::Result<bool> {
+        let listing = match self.vfs.read_dir(Path::new(topic::TOPICS_DIR)).await {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let ids: BTreeSet<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
+        Ok(listing.iter().any(|e| {
+            !e.name.starts_with('.') && e.name != "names" && !ids.contains(e.name.as_str())
+        }))
     }
 
     /// The assignment's broker table: where clients reach each live broker

@@ -92,23 +92,46 @@ pub async fn load(
     group_id: &str,
     epoch: u32,
 ) -> io::Result<Option<(GroupRecord, u32)>> {
+    let mut found = None;
     for e in (1..=epoch).rev() {
-        let p = path(slot, group_id, e);
-        if let Some(r) = read_at(vfs, &p).await? {
-            if r.group_id != group_id {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{} belongs to group {:?}, not {group_id:?}",
-                        p.display(),
-                        r.group_id
-                    ),
-                ));
-            }
-            return Ok(Some((r, e)));
+        if let Some(r) = read_epoch(vfs, slot, group_id, e).await? {
+            found = Some((r, e));
+            break;
         }
     }
-    Ok(None)
+    // A coordinator of an older epoch that has not learnt yet that it was
+    // superseded can write its file and remove the one it supersedes while
+    // the walk above goes down past both: it then finds an older file, or
+    // none, although a newer one exists. A file is removed only once a
+    // newer one is written, so a walk back up that keeps the last file it
+    // finds ends at the newest.
+    let floor = found.as_ref().map_or(0, |(_, e)| *e);
+    for e in floor + 1..=epoch {
+        if let Some(r) = read_epoch(vfs, slot, group_id, e).await? {
+            found = Some((r, e));
+        }
+    }
+    Ok(found)
+}
+
+async fn read_epoch(
+    vfs: &dyn Vfs,
+    slot: u32,
+    group_id: &str,
+    epoch: u32,
+) -> io::Result<Option<GroupRecord>> {
+    let p = path(slot, group_id, epoch);
+    match read_at(vfs, &p).await? {
+        Some(r) if r.group_id != group_id => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} belongs to group {:?}, not {group_id:?}",
+                p.display(),
+                r.group_id
+            ),
+        )),
+        r => Ok(r),
+    }
 }
 
 /// Writes this epoch's file of the group, then removes the file it
@@ -136,4 +159,86 @@ pub(crate) async fn save(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use vfs::{DirEntry, MemVfs, Metadata, OpenOptions, VfsFile};
+
+    fn record(offset: i64) -> GroupRecord {
+        GroupRecord {
+            group_id: "g".into(),
+            offsets: vec![OffsetRecord {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: 0,
+            }],
+            ..GroupRecord::default()
+        }
+    }
+
+    /// Runs a superseded coordinator's save (epoch 2's file written, epoch
+    /// 1's removed) just before the first open of epoch 1's file.
+    struct ZombieSaveBeforeOpen {
+        inner: Arc<MemVfs>,
+        slot: u32,
+        done: AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl Vfs for ZombieSaveBeforeOpen {
+        async fn open(&self, p: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
+            if p == path(self.slot, "g", 1) && !self.done.swap(true, Ordering::SeqCst) {
+                save(self.inner.as_ref(), self.slot, 2, &record(9), Some(1)).await?;
+            }
+            self.inner.open(p, opts).await
+        }
+        async fn stat(&self, p: &Path) -> io::Result<Metadata> {
+            self.inner.stat(p).await
+        }
+        async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.inner.rename(from, to).await
+        }
+        async fn unlink(&self, p: &Path) -> io::Result<()> {
+            self.inner.unlink(p).await
+        }
+        async fn mkdir(&self, p: &Path) -> io::Result<()> {
+            self.inner.mkdir(p).await
+        }
+        async fn rmdir(&self, p: &Path) -> io::Result<()> {
+            self.inner.rmdir(p).await
+        }
+        async fn read_dir(&self, p: &Path) -> io::Result<Vec<DirEntry>> {
+            self.inner.read_dir(p).await
+        }
+        async fn sync_dir(&self, p: &Path) -> io::Result<()> {
+            self.inner.sync_dir(p).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_load_racing_a_superseded_coordinators_save_finds_the_newer_file() {
+        let inner = Arc::new(MemVfs::new());
+        let slot = 7;
+        inner.mkdir(Path::new("groups")).await.unwrap();
+        inner.mkdir(&slot_dir(slot)).await.unwrap();
+        save(inner.as_ref(), slot, 1, &record(5), None)
+            .await
+            .unwrap();
+        let racing = ZombieSaveBeforeOpen {
+            inner: inner.clone(),
+            slot,
+            done: AtomicBool::new(false),
+        };
+        // The walk down finds no file of epochs 3 and 2, then epoch 1's is
+        // removed just before it is opened: the group must not load empty.
+        let loaded = load(&racing, slot, "g", 3).await.unwrap();
+        assert_eq!(loaded, Some((record(9), 2)));
+    }
 }
