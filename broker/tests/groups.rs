@@ -72,7 +72,7 @@ async fn commit(c: &Coordinators, generation: i32, member: &str, offset: i64) ->
                         .with_committed_offset(offset),
                 ]),
         ]);
-    c.offset_commit(req, 8).await.topics[0].partitions[0].error_code
+    c.offset_commit(req, 8, &Default::default()).await.topics[0].partitions[0].error_code
 }
 
 async fn committed(c: &Coordinators) -> i64 {

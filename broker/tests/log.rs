@@ -241,7 +241,7 @@ async fn a_recreated_topic_never_sees_the_old_files() {
             Err(topic::TopicError::Exists(_))
         ));
         // What a delete does last: the name is released.
-        broker::log::names::release(v, "orders", None)
+        broker::log::names::release(v, "orders", &first.id)
             .await
             .unwrap();
         let second = topic::create_topic(v, "orders", 1).await.unwrap();

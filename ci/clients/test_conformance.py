@@ -105,3 +105,274 @@ def test_aiokafka_first_send_to_a_new_topic_finds_its_leader_at_once(broker, cap
     retried = [r.getMessage() for r in caplog.records if "not available" in r.getMessage()
                or "retrying" in r.getMessage()]
     assert retried == []
+
+
+# 3. Error codes and messages as Kafka sends them, API by API.
+
+NONE, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 1, 2, 3
+MESSAGE_TOO_LARGE, INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS = 10, 17, 36
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG = 37, 38, 40
+INVALID_REQUEST, UNKNOWN_TOPIC_ID, MISMATCHED_ENDPOINT_TYPE = 42, 100, 114
+NIL = uuid.UUID(int=0)
+
+
+def batch(*values, crc_ok=True):
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 30)
+    for i, v in enumerate(values):
+        b.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
+    data = bytearray(b.build())
+    if not crc_ok:
+        data[-1] ^= 0xFF  # the last value byte: the CRC no longer matches
+    return bytes(data)
+
+
+def produce(addr, version, records, name=None, topic_id=NIL, partition=0):
+    from kafka.protocol.producer import ProduceRequest
+
+    T = ProduceRequest.TopicProduceData
+    P = T.PartitionProduceData
+    topic = T(name=name or "", topic_id=topic_id, partition_data=[P(index=partition, records=records)])
+    resp = call(addr, ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10000,
+                                     topic_data=[topic]), version)
+    return resp.responses[0]
+
+
+def fetch(addr, version, offset=0, name=None, topic_id=NIL, partition=0):
+    from kafka.protocol.consumer import FetchRequest
+
+    T = FetchRequest.FetchTopic
+    P = T.FetchPartition
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                       isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=[T(topic=name or "", topic_id=topic_id,
+                                 partitions=[P(partition=partition, fetch_offset=offset,
+                                               partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id="")
+    return call(addr, req, version).responses[0]
+
+
+def create_topic(addr, topic, partitions=1, configs=(), replication_factor=-1, version=7):
+    C = CreateTopicsRequest.CreatableTopic
+    Cfg = C.CreatableTopicConfig
+    req = CreateTopicsRequest(topics=[C(name=topic, num_partitions=partitions,
+                                        replication_factor=replication_factor, assignments=[],
+                                        configs=[Cfg(name=k, value=v) for k, v in configs])],
+                              timeout_ms=10000, validate_only=False)
+    return call(addr, req, version).topics[0]
+
+
+@pytest.fixture(scope="module")
+def existing(broker):
+    """A topic with two partitions and one record in partition 0: (name, id)."""
+    topic = new_topic()
+    created = create_topic(broker.addr, topic, partitions=2)
+    assert created.error_code == NONE and created.error_message is None, created
+    assert produce(broker.addr, 9, batch(b"one"), name=topic).partition_responses[0].error_code == 0
+    return topic, created.topic_id
+
+
+def test_api_versions_advertise_what_current_clients_send(broker):
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    resp = call(broker.addr, ApiVersionsRequest(client_software_name="kaas-conformance",
+                                                client_software_version="1"), 4)
+    served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    wanted = {0: 12, 1: 17, 2: 9, 3: 13, 8: 9, 9: 9, 10: 5, 22: 5}  # Produce .. InitProducerId
+    for api, version in wanted.items():
+        assert served[api][1] >= version, (api, served[api])
+
+
+def test_kafka_python_infers_a_current_kafka_from_the_ranges(broker):
+    from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    resp = call(broker.addr, ApiVersionsRequest(client_software_name="kaas-conformance",
+                                                client_software_version="1"), 3)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert infer_broker_version_from_api_versions(ranges) >= (4, 0)
+
+
+@pytest.mark.parametrize("version", [9, 11, 12])
+def test_produce_by_name_errors(broker, existing, version):
+    topic, _ = existing
+    assert produce(broker.addr, version, batch(b"x"), name=topic).partition_responses[0].error_code == NONE
+    cases = [
+        (dict(name=new_topic()), batch(b"x"), UNKNOWN_TOPIC_OR_PARTITION),
+        (dict(name=topic, partition=7), batch(b"x"), UNKNOWN_TOPIC_OR_PARTITION),
+        (dict(name=topic), batch(b"x", crc_ok=False), CORRUPT_MESSAGE),
+        (dict(name=topic), batch(b"x" * (1024 * 1024 + 1)), MESSAGE_TOO_LARGE),
+    ]
+    for where, records, want in cases:
+        got = produce(broker.addr, version, records, **where).partition_responses[0]
+        assert (got.error_code, got.base_offset) == (want, -1), (where, got)
+
+
+def test_produce_and_fetch_by_topic_id(broker, existing):
+    topic, topic_id = existing
+    r = produce(broker.addr, 13, batch(b"by-id"), topic_id=topic_id, partition=1)
+    assert (r.topic_id, r.partition_responses[0].error_code) == (topic_id, NONE), r
+    base = r.partition_responses[0].base_offset
+    for version in (13, 16, 17, 18):
+        got = fetch(broker.addr, version, offset=base, topic_id=topic_id, partition=1)
+        assert got.topic_id == topic_id and got.partitions[0].error_code == NONE, got
+        assert b"by-id" in got.partitions[0].records
+    unknown = uuid.uuid4()
+    assert produce(broker.addr, 13, batch(b"x"), topic_id=unknown).partition_responses[0].error_code == UNKNOWN_TOPIC_ID
+    assert fetch(broker.addr, 17, topic_id=unknown).partitions[0].error_code == UNKNOWN_TOPIC_ID
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_fetch_by_name_errors(broker, existing, version):
+    topic, _ = existing
+    assert fetch(broker.addr, version, name=new_topic()).partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert fetch(broker.addr, version, name=topic, partition=9).partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    out = fetch(broker.addr, version, name=topic, offset=10**9).partitions[0]
+    assert out.error_code == OFFSET_OUT_OF_RANGE and out.high_watermark >= 1, out
+
+
+@pytest.mark.parametrize("version", [7, 8, 9, 10])
+def test_list_offsets_special_timestamps(broker, existing, version):
+    from kafka.protocol.consumer import ListOffsetsRequest
+
+    topic, _ = existing
+    T = ListOffsetsRequest.ListOffsetsTopic
+    P = T.ListOffsetsPartition
+
+    def ask(ts, name=topic, partition=0):
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=1000,
+                                 topics=[T(name=name, partitions=[P(partition_index=partition,
+                                                                    current_leader_epoch=-1,
+                                                                    timestamp=ts)])])
+        return call(broker.addr, req, version).topics[0].partitions[0]
+
+    latest = ask(-1)
+    assert (latest.error_code, latest.offset >= 1) == (NONE, True), latest
+    assert (ask(-2).error_code, ask(-2).offset) == (NONE, 0)
+    if version >= 8:
+        assert (ask(-4).error_code, ask(-4).offset) == (NONE, 0), "earliest local is the log start"
+    if version >= 9:
+        tiered = ask(-5)
+        assert (tiered.error_code, tiered.offset, tiered.timestamp) == (NONE, -1, -1)
+    assert ask(-1, name=new_topic()).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert ask(-1, partition=5).error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_metadata_errors(broker, existing):
+    topic, topic_id = existing
+    resp = metadata(broker.addr, [topic, new_topic(), "bad/name"], 13)
+    assert resp.error_code == NONE
+    assert [t.error_code for t in resp.topics] == [NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION]
+    assert resp.topics[0].topic_id == topic_id
+
+
+def test_create_topics_errors_with_messages(broker, existing):
+    topic, _ = existing
+    cases = [
+        (dict(topic=topic), TOPIC_ALREADY_EXISTS),
+        (dict(topic="bad/name"), INVALID_TOPIC_EXCEPTION),
+        (dict(topic=new_topic(), partitions=0), INVALID_PARTITIONS),
+        (dict(topic=new_topic(), replication_factor=0), INVALID_REPLICATION_FACTOR),
+        (dict(topic=new_topic(), configs=[("no.such.config", "1")]), INVALID_CONFIG),
+        (dict(topic=new_topic(), configs=[("retention.ms", "soon")]), INVALID_CONFIG),
+    ]
+    for args, want in cases:
+        got = create_topic(broker.addr, **args)
+        assert got.error_code == want, (args, got)
+        assert got.error_message, (args, got)
+
+
+def test_delete_topics_errors_and_null_messages(broker):
+    from kafka.protocol.admin import DeleteTopicsRequest
+
+    topic = new_topic()
+    assert create_topic(broker.addr, topic).error_code == NONE
+    S = DeleteTopicsRequest.DeleteTopicState
+    req = DeleteTopicsRequest(topics=[S(name=topic, topic_id=NIL), S(name=new_topic(), topic_id=NIL),
+                                      S(name=None, topic_id=uuid.uuid4())], timeout_ms=10000)
+    got = [(r.error_code, r.error_message) for r in call(broker.addr, req, 6).responses]
+    assert got[0] == (NONE, None)
+    assert [c for c, _ in got[1:]] == [UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID]
+
+
+def test_create_partitions_errors(broker, existing):
+    topic, _ = existing
+    P = CreatePartitionsRequest.CreatePartitionsTopic
+    req = CreatePartitionsRequest(topics=[P(name=topic, count=1, assignments=None),
+                                          P(name=new_topic(), count=3, assignments=None)],
+                                  timeout_ms=10000, validate_only=True)
+    got = [(r.error_code, bool(r.error_message)) for r in call(broker.addr, req, 3).results]
+    assert got == [(INVALID_PARTITIONS, True), (UNKNOWN_TOPIC_OR_PARTITION, True)]
+
+
+def test_offset_commit_to_a_missing_topic_or_partition_is_refused(broker, existing):
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+    topic, _ = existing
+    missing = new_topic()
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    group = f"conf-{uuid.uuid4().hex[:8]}"
+    for version in (2, 8, 9):
+        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                  group_instance_id=None, retention_time_ms=-1,
+                                  topics=[T(name=topic, partitions=[P(partition_index=0, committed_offset=1),
+                                                                    P(partition_index=9, committed_offset=1)]),
+                                          T(name=missing, partitions=[P(partition_index=0, committed_offset=1)])])
+        resp = call(broker.addr, req, version)
+        got = [[p.error_code for p in t.partitions] for t in resp.topics]
+        assert got == [[NONE, UNKNOWN_TOPIC_OR_PARTITION], [UNKNOWN_TOPIC_OR_PARTITION]], (version, got)
+    FT = OffsetFetchRequest.OffsetFetchRequestTopic
+    req = OffsetFetchRequest(group_id=group, topics=[FT(name=missing, partition_indexes=[0])],
+                             require_stable=False)
+    fetched = call(broker.addr, req, 7).topics[0].partitions[0]
+    assert fetched.committed_offset == -1, "a refused commit left nothing behind"
+
+
+def test_find_coordinator_key_types(broker):
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    for version in (3, 4, 6):
+        req = FindCoordinatorRequest(key="g", key_type=0, coordinator_keys=["g"])
+        resp = call(broker.addr, req, version)
+        found = resp.coordinators[0] if version >= 4 else resp
+        assert (found.error_code, found.error_message, found.node_id) == (NONE, None, 0)
+    share = call(broker.addr, FindCoordinatorRequest(key_type=2, coordinator_keys=["g:t:0"]), 6)
+    assert share.coordinators[0].error_code == INVALID_REQUEST
+
+
+def test_describe_cluster_endpoint_types(broker):
+    from kafka.protocol.admin import DescribeClusterRequest
+
+    ok = call(broker.addr, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                  endpoint_type=1, include_fenced_brokers=True), 2)
+    assert (ok.error_code, ok.error_message, [b.broker_id for b in ok.brokers]) == (NONE, None, [0])
+    assert [b.is_fenced for b in ok.brokers] == [False]
+    controllers = call(broker.addr, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                           endpoint_type=2), 1)
+    assert controllers.error_code == MISMATCHED_ENDPOINT_TYPE and controllers.error_message
+
+
+def test_list_groups_v5_filters_by_type(broker):
+    from kafka.protocol.admin import ListGroupsRequest
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    group = f"conf-{uuid.uuid4().hex[:8]}"
+    topic = new_topic()
+    assert create_topic(broker.addr, topic).error_code == NONE
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                              topics=[T(name=topic, partitions=[T.OffsetCommitRequestPartition(
+                                  partition_index=0, committed_offset=0)])])
+    assert call(broker.addr, req, 9).topics[0].partitions[0].error_code == NONE
+
+    def listed(types):
+        resp = call(broker.addr, ListGroupsRequest(states_filter=[], types_filter=types), 5)
+        return {g.group_id: g.group_type for g in resp.groups}
+
+    assert listed([]).get(group) == "classic"
+    assert listed(["Classic"]).get(group) == "classic"
+    assert group not in listed(["consumer"])

@@ -108,7 +108,9 @@ async fn create(s: &mut Session, batch: &[(String, i32)]) -> Vec<Option<(i16, St
                 })
                 .collect(),
         )
-        .with_timeout_ms(5000);
+        // As confluent-kafka's admin by default: no wait for leaders, so
+        // creates come as fast as the broker stages them.
+        .with_timeout_ms(0);
     let (to, sent, answer, volume_errors) =
         call(s, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(req)).await;
     let results = match answer {
@@ -152,7 +154,7 @@ async fn grow(s: &mut Session, topic: &str, count: i32) -> bool {
                 .with_name(name(topic))
                 .with_count(count),
         ])
-        .with_timeout_ms(5000);
+        .with_timeout_ms(crate::workload::create_timeout_ms());
     let (to, sent, answer, volume_errors) = call(
         s,
         ApiKey::CreatePartitions,

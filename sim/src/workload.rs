@@ -477,7 +477,7 @@ impl Session {
                     .with_num_partitions(partitions)
                     .with_replication_factor(1),
             ])
-            .with_timeout_ms(5000);
+            .with_timeout_ms(create_timeout_ms());
         let to = self.any_broker();
         match self
             .client
@@ -1156,4 +1156,15 @@ pub async fn converge(
         }
     }
     logs
+}
+
+/// CreateTopics' timeout as clients send it: some wait for the new topic's
+/// leaders (the Java admin, kafka-python), some do not (confluent-kafka's
+/// default operation timeout is 0), and the broker answers at once then.
+pub(crate) fn create_timeout_ms() -> i32 {
+    if madsim::rand::thread_rng().gen_bool(0.5) {
+        5000
+    } else {
+        0
+    }
 }

@@ -19,7 +19,13 @@ impl Api {
         version: i16,
     ) -> FindCoordinatorResponse {
         let a = self.current();
+        // 0: a group, 1: a transactional id (both in the coordinator slots);
+        // 2 (v6+) is a share group's partition, which kaas has none of.
+        let key_type = req.key_type;
         let locate = |key: &str| -> Result<(i32, String, i32), i16> {
+            if !(0..=1).contains(&key_type) {
+                return Err(code(ResponseError::InvalidRequest));
+            }
             let a = a
                 .as_ref()
                 .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
@@ -46,6 +52,7 @@ impl Api {
                             .with_port(port),
                         Err(e) => c
                             .with_error_code(e)
+                            .with_error_message(error_message(e, key_type))
                             .with_node_id(BrokerId(-1))
                             .with_port(-1),
                     }
@@ -60,8 +67,14 @@ impl Api {
                 .with_port(port),
             Err(e) => FindCoordinatorResponse::default()
                 .with_error_code(e)
+                .with_error_message(error_message(e, key_type))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1),
         }
     }
+}
+
+fn error_message(e: i16, key_type: i8) -> Option<StrBytes> {
+    (e == code(ResponseError::InvalidRequest))
+        .then(|| StrBytes::from_string(format!("unsupported coordinator key type {key_type}")))
 }

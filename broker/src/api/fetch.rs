@@ -49,6 +49,8 @@ impl Api {
         let mut total = 0;
         let mut topics = Vec::new();
         for t in &req.topics {
+            // v13+ names topics by id only (KIP-516).
+            let by_id = version >= 13;
             let name = name_of(&t.topic).to_owned();
             let mut parts = Vec::new();
             for p in &t.partitions {
@@ -58,7 +60,14 @@ impl Api {
                     .with_last_stable_offset(-1)
                     .with_log_start_offset(-1)
                     .with_preferred_read_replica(BrokerId(-1));
-                let led = self.log_for(&name, p.partition).await.and_then(|log| {
+                let log = if by_id {
+                    self.topic_log_by_id(t.topic_id, p.partition)
+                        .await
+                        .map(|(_, log)| log)
+                } else {
+                    self.log_for(&name, p.partition).await
+                };
+                let led = log.and_then(|log| {
                     leader_epoch::check_current(p.current_leader_epoch, &log).map(|()| log)
                 });
                 let d = match led {
@@ -92,6 +101,7 @@ impl Api {
             topics.push(
                 FetchableTopicResponse::default()
                     .with_topic(t.topic.clone())
+                    .with_topic_id(t.topic_id)
                     .with_partitions(parts),
             );
         }

@@ -14,6 +14,12 @@ use super::{Api, code, leader_epoch, name_of};
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+/// v8+ (KIP-405): the start of the log kept locally. kaas keeps all of it
+/// on the volume, so this is the log start.
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// v9+ (KIP-1005): the newest offset in remote storage, which kaas has
+/// none of: offset -1, as Kafka answers for a topic without remote storage.
+const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
 /// One partition's ListOffsets answer from the log this broker leads.
 async fn offset_at(
@@ -26,7 +32,10 @@ async fn offset_at(
     let epoch = |e: i32| if version >= 4 { e } else { -1 };
     let current = epoch(log.epoch() as i32);
     let found = match timestamp {
-        EARLIEST_TIMESTAMP => {
+        LATEST_TIERED_TIMESTAMP if version >= 9 => {
+            return r.with_offset(-1).with_timestamp(-1).with_leader_epoch(-1);
+        }
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
             return match log.confirmed_log_start_offset().await {
                 Ok(start) => r.with_offset(start).with_leader_epoch(current),
                 // Another broker leads now; the client asks it.

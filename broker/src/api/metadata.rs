@@ -8,7 +8,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
@@ -204,7 +204,18 @@ impl Api {
         base.with_topic_id(id).with_partitions(partitions)
     }
 
-    pub(super) fn describe_cluster(&self) -> DescribeClusterResponse {
+    pub(super) fn describe_cluster(&self, req: DescribeClusterRequest) -> DescribeClusterResponse {
+        // v1+: 1 asks for the brokers, 2 for the controllers, which Kafka
+        // answers on a controller's listener only; kaas has no such
+        // listener (every broker can become the controller).
+        if req.endpoint_type == 2 {
+            return DescribeClusterResponse::default()
+                .with_error_code(code(ResponseError::MismatchedEndpointType))
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "kaas has no controller listener; ask for brokers (endpoint type 1)",
+                )))
+                .with_endpoint_type(2);
+        }
         let a = self.current();
         let brokers = a
             .iter()

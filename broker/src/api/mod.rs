@@ -25,7 +25,7 @@
 //! | `producer_id` | InitProducerId |
 //! | `coordinator` | FindCoordinator (the group APIs are `crate::groups::api`) |
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -51,6 +51,7 @@ mod leader_epoch;
 mod list_offsets;
 mod metadata;
 mod new_leaders;
+mod null_messages;
 mod partitions;
 mod produce;
 mod producer_id;
@@ -220,6 +221,49 @@ impl Api {
         self.led_log(meta, partition)
     }
 
+    /// [`Self::topic_log`] for a topic named by its id (Fetch v13+,
+    /// Produce v13+): its directory's meta, read fresh, so that a deleted
+    /// topic is not served from a log this broker has not let go of yet.
+    async fn topic_log_by_id(
+        &self,
+        id: Uuid,
+        partition: i32,
+    ) -> Result<(TopicMeta, Arc<PartitionLog>), i16> {
+        let meta = match topic::read_meta(self.vfs.as_ref(), &id.hyphenated().to_string()).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(code(ResponseError::UnknownTopicId));
+            }
+            Err(e) => return Err(lookup_error(&e)),
+        };
+        let (_, log) = self.led_log(meta.clone(), partition)?;
+        Ok((meta, log))
+    }
+
+    /// Which of the named partitions do not exist. A lookup the volume
+    /// fails counts as existing: that failure is not the client's.
+    async fn unknown_partitions<'a, P: Iterator<Item = i32>>(
+        &self,
+        topics: impl Iterator<Item = (&'a TopicName, P)>,
+    ) -> BTreeSet<(String, i32)> {
+        let mut unknown = BTreeSet::new();
+        for (name, partitions) in topics {
+            let name = name_of(name);
+            let count = match topic::lookup(self.vfs.as_ref(), name).await {
+                Ok(Some(meta)) => i64::from(meta.partitions),
+                Ok(None) => 0,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => 0,
+                Err(_) => i64::MAX,
+            };
+            unknown.extend(
+                partitions
+                    .filter(|&p| p < 0 || i64::from(p) >= count)
+                    .map(|p| (name.to_owned(), p)),
+            );
+        }
+        unknown
+    }
+
     fn led_log(&self, meta: TopicMeta, partition: i32) -> Result<(String, Arc<PartitionLog>), i16> {
         let p =
             u32::try_from(partition).map_err(|_| code(ResponseError::UnknownTopicOrPartition))?;
@@ -241,6 +285,21 @@ impl Handler for Api {
         header: &RequestHeader,
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String> {
+        let mut response = match self.dispatch(header, request).await? {
+            Some(r) => r,
+            None => return Ok(None),
+        };
+        null_messages::null_messages_on_success(&mut response);
+        Ok(Some(response))
+    }
+}
+
+impl Api {
+    async fn dispatch(
+        &self,
+        header: &RequestHeader,
+        request: RequestKind,
+    ) -> Result<Option<ResponseKind>, String> {
         let v = header.request_api_version;
         Ok(Some(match request {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(versions::api_versions(v).0),
@@ -257,8 +316,8 @@ impl Handler for Api {
             RequestKind::DeleteTopics(r) => {
                 ResponseKind::DeleteTopics(self.delete_topics(r, v).await)
             }
-            RequestKind::DescribeCluster(_) => {
-                ResponseKind::DescribeCluster(self.describe_cluster())
+            RequestKind::DescribeCluster(r) => {
+                ResponseKind::DescribeCluster(self.describe_cluster(r))
             }
             RequestKind::DescribeConfigs(r) => {
                 ResponseKind::DescribeConfigs(self.describe_configs(r).await)
@@ -293,7 +352,12 @@ impl Handler for Api {
                 ResponseKind::LeaveGroup(self.coordinators.leave_group(r, v).await)
             }
             RequestKind::OffsetCommit(r) => {
-                ResponseKind::OffsetCommit(self.coordinators.offset_commit(r, v).await)
+                let names = r
+                    .topics
+                    .iter()
+                    .map(|t| (&t.name, t.partitions.iter().map(|p| p.partition_index)));
+                let unknown = self.unknown_partitions(names).await;
+                ResponseKind::OffsetCommit(self.coordinators.offset_commit(r, v, &unknown).await)
             }
             RequestKind::OffsetFetch(r) => {
                 ResponseKind::OffsetFetch(self.coordinators.offset_fetch(r, v).await)

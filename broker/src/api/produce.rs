@@ -5,6 +5,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
+use std::sync::Arc;
+
+use uuid::Uuid;
+
 use crate::log::{LogError, PartitionLog};
 
 use super::{Api, code, name_of};
@@ -25,7 +29,12 @@ impl Api {
                     .with_base_offset(-1)
                     .with_log_append_time_ms(-1);
                 let records = p.records.unwrap_or_default();
-                let r = match self.produce_log(&name, p.index).await {
+                let led = if version >= 13 {
+                    self.produce_log_by_id(t.topic_id, p.index).await
+                } else {
+                    self.produce_log(&name, p.index).await
+                };
+                let r = match led {
                     Err(c) => r.with_error_code(c),
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
                         r.with_error_code(code(ResponseError::MessageTooLarge))
@@ -37,11 +46,33 @@ impl Api {
             responses.push(
                 TopicProduceResponse::default()
                     .with_name(t.name)
+                    .with_topic_id(t.topic_id)
                     .with_partition_responses(parts),
             );
         }
         // acks=0: the client waits for nothing, so nothing is sent.
         (req.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    }
+
+    /// [`Self::produce_log`] for a topic named by its id (v13+): the log
+    /// this broker leads under that id, as long as it has not stopped (the
+    /// same reasoning: the fence check before any acknowledgement fails once
+    /// the topic is deleted), else the topic's meta read fresh.
+    async fn produce_log_by_id(
+        &self,
+        id: Uuid,
+        partition: i32,
+    ) -> Result<(String, Arc<PartitionLog>), i16> {
+        let key = id.hyphenated().to_string();
+        if let Ok(p) = u32::try_from(partition) {
+            if let Some(log) = self.leaders.get(&key, p) {
+                if !log.has_stopped() {
+                    return Ok((key, log));
+                }
+            }
+        }
+        let (meta, log) = self.topic_log_by_id(id, partition).await?;
+        Ok((meta.id, log))
     }
 
     async fn append(

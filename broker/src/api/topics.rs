@@ -76,7 +76,7 @@ impl Api {
                     .with_error_code(code(e))
                     .with_error_message(Some(StrBytes::from_string(msg))),
                 None if req.validate_only => match topic::lookup(self.vfs.as_ref(), &name).await {
-                    Ok(Some(_)) => result.with_error_code(code(ResponseError::TopicAlreadyExists)),
+                    Ok(Some(_)) => exists(result, &name),
                     _ => result,
                 },
                 None => {
@@ -97,14 +97,18 @@ impl Api {
                                 result
                             }
                         }
-                        Err(TopicError::Exists(_)) => {
-                            result.with_error_code(code(ResponseError::TopicAlreadyExists))
-                        }
+                        Err(TopicError::Exists(_)) => exists(result, &name),
                         Err(e) => result
                             .with_error_code(code(ResponseError::KafkaStorageError))
                             .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                     }
                 }
+            };
+            // As Kafka: what a failed topic would have had is unknown (-1).
+            let result = if result.error_code != 0 {
+                result.with_num_partitions(-1).with_replication_factor(-1)
+            } else {
+                result
             };
             results.push(result);
         }
@@ -187,4 +191,12 @@ impl Api {
         tokio::spawn(async move { topic::reap_tombstone(vfs.as_ref(), &id, 300).await });
         deleted
     }
+}
+
+fn exists(result: CreatableTopicResult, name: &str) -> CreatableTopicResult {
+    result
+        .with_error_code(code(ResponseError::TopicAlreadyExists))
+        .with_error_message(Some(StrBytes::from_string(format!(
+            "Topic '{name}' already exists."
+        ))))
 }

@@ -2,7 +2,7 @@
 //! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) over the slots
 //! this broker coordinates.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -267,10 +267,13 @@ impl Coordinators {
         }
     }
 
+    /// `unknown`: the partitions of the request that do not exist, answered
+    /// UNKNOWN_TOPIC_OR_PARTITION and not committed, as Kafka does.
     pub async fn offset_commit(
         &self,
         req: OffsetCommitRequest,
         _version: i16,
+        unknown: &BTreeSet<(String, i32)>,
     ) -> OffsetCommitResponse {
         let group_id = req.group_id.as_str().to_owned();
         let outcome: Result<BTreeMap<(String, i32), i16>, i16> = async {
@@ -292,6 +295,10 @@ impl Coordinators {
             for t in &req.topics {
                 for p in &t.partitions {
                     let key = (t.name.as_str().to_owned(), p.partition_index);
+                    if unknown.contains(&key) {
+                        errors.insert(key, code(ResponseError::UnknownTopicOrPartition));
+                        continue;
+                    }
                     let metadata = opt(&p.committed_metadata);
                     if metadata
                         .as_ref()
@@ -474,8 +481,14 @@ impl Coordinators {
             .iter()
             .map(|s| s.as_str().to_lowercase())
             .collect();
+        // v5 (KIP-848) filters by group type; every kaas group is classic.
+        let classic_wanted = req.types_filter.is_empty()
+            || req
+                .types_filter
+                .iter()
+                .any(|t| t.as_str().eq_ignore_ascii_case("classic"));
         let mut out = Vec::new();
-        for slot in self.led() {
+        for slot in self.led().into_iter().filter(|_| classic_wanted) {
             let groups = slot.groups.lock().await;
             for entry in groups.values() {
                 let g = &entry.group;
@@ -488,6 +501,9 @@ impl Coordinators {
                     .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")));
                 if version >= 4 {
                     listed = listed.with_group_state(s(state));
+                }
+                if version >= 5 {
+                    listed = listed.with_group_type(s("classic"));
                 }
                 out.push(listed);
             }

@@ -165,8 +165,7 @@ pub(crate) async fn save(
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use vfs::{DirEntry, MemVfs, Metadata, OpenOptions, VfsFile};
+    use vfs::MemVfs;
 
     fn record(offset: i64) -> GroupRecord {
         GroupRecord {
@@ -183,59 +182,22 @@ mod tests {
         }
     }
 
-    /// Runs a superseded coordinator's save (epoch 2's file written, epoch
-    /// 1's removed) just before the first open of epoch 1's file.
-    struct ZombieSaveBeforeOpen {
-        inner: Arc<MemVfs>,
-        slot: u32,
-        done: AtomicBool,
-    }
-
-    #[async_trait::async_trait]
-    impl Vfs for ZombieSaveBeforeOpen {
-        async fn open(&self, p: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
-            if p == path(self.slot, "g", 1) && !self.done.swap(true, Ordering::SeqCst) {
-                save(self.inner.as_ref(), self.slot, 2, &record(9), Some(1)).await?;
-            }
-            self.inner.open(p, opts).await
-        }
-        async fn stat(&self, p: &Path) -> io::Result<Metadata> {
-            self.inner.stat(p).await
-        }
-        async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-            self.inner.rename(from, to).await
-        }
-        async fn unlink(&self, p: &Path) -> io::Result<()> {
-            self.inner.unlink(p).await
-        }
-        async fn mkdir(&self, p: &Path) -> io::Result<()> {
-            self.inner.mkdir(p).await
-        }
-        async fn rmdir(&self, p: &Path) -> io::Result<()> {
-            self.inner.rmdir(p).await
-        }
-        async fn read_dir(&self, p: &Path) -> io::Result<Vec<DirEntry>> {
-            self.inner.read_dir(p).await
-        }
-        async fn sync_dir(&self, p: &Path) -> io::Result<()> {
-            self.inner.sync_dir(p).await
-        }
-    }
-
     #[tokio::test]
     async fn a_load_racing_a_superseded_coordinators_save_finds_the_newer_file() {
-        let inner = Arc::new(MemVfs::new());
+        let inner: Arc<dyn Vfs> = Arc::new(MemVfs::new());
         let slot = 7;
         inner.mkdir(Path::new("groups")).await.unwrap();
         inner.mkdir(&slot_dir(slot)).await.unwrap();
         save(inner.as_ref(), slot, 1, &record(5), None)
             .await
             .unwrap();
-        let racing = ZombieSaveBeforeOpen {
-            inner: inner.clone(),
-            slot,
-            done: AtomicBool::new(false),
-        };
+        // A superseded coordinator's save (epoch 2's file written, epoch
+        // 1's removed) runs just before the first open of epoch 1's file.
+        let racing = vfs::testkit::BeforeOpen::new(
+            inner.clone(),
+            path(slot, "g", 1),
+            move |v: Arc<dyn Vfs>| async move { save(v.as_ref(), slot, 2, &record(9), Some(1)).await },
+        );
         // The walk down finds no file of epochs 3 and 2, then epoch 1's is
         // removed just before it is opened: the group must not load empty.
         let loaded = load(&racing, slot, "g", 3).await.unwrap();

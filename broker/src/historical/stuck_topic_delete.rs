@@ -23,7 +23,5 @@ pub(crate) async fn delete_in_place_once(vfs: &dyn Vfs, meta: &TopicMeta) -> io:
             tracing::warn!(topic_id = %meta.id, error = %e, "recursive delete failed; carrying on")
         }
     }
-    names::release(vfs, &meta.name, Some(&meta.id))
-        .await
-        .map(|_| ())
+    names::release(vfs, &meta.name, &meta.id).await.map(|_| ())
 }

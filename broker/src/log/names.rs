@@ -1,12 +1,13 @@
 //! Topic names, claimed in generations so that a claim that never got its
-//! content cannot block a name forever.
+//! content cannot block a name forever, and released by a generation of its
+//! own, so that no generation is ever removed or reused.
 //!
-//! `topics/names/<name>@<g>` are verified exclusive creates. An exclusive
-//! create on NFS can leave a slot empty for good (the creator's reply was
-//! lost and it never wrote, or it crashed or got EIO before writing), and
-//! nobody can tell that from a creator still writing. So a creator that
-//! finds generation `g` undecided moves on to `g+1`, and two rules keep one
-//! owner:
+//! `topics/names/<name>@<g>` are verified exclusive creates, made in order
+//! (`g` only after `g - 1` exists). An exclusive create on NFS can leave a
+//! slot empty for good (the creator's reply was lost and it never wrote, or
+//! it crashed or got EIO before writing), and nobody can tell that from a
+//! creator still writing. So a creator that finds generation `g` undecided
+//! moves on to `g+1`, and two rules keep one owner:
 //! - the creator of `g+1` looks back after creating `g+1` and before
 //!   writing it: if a generation below has a complete claim by then (the
 //!   newest such one, past any void ones), it leaves `g+1` empty;
@@ -15,15 +16,29 @@
 //!
 //! Whichever of the two looks second sees the other, so at most one wins.
 //! Readers take the newest generation with a complete claim.
+//!
+//! A release is a claim like any other, whose content says "released" (and
+//! which topic it released): it is written only while that topic holds the
+//! name, and a reader that finds it newest sees the name free. Releases
+//! used to remove the generations instead; the names then came back, and a
+//! second releaser of the same holder removed the fresh claim of a creator
+//! that had seen the name free, so that two creators won it (found by the
+//! simulator: two topics named `events`, acknowledged records lost).
+//! Generations accumulate, one per create and one per delete, which costs a
+//! few dozen bytes each; the newest is found by doubling and bisecting.
 
 use std::io;
 use std::path::PathBuf;
 
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, converge_remove, create_slot, fill_slot, read_claim};
+use vfs::durable::{Claim, ClaimToken, create_slot, fill_slot, read_claim};
 
-/// Generations tried before a create gives up (the client retries).
-const MAX_GENERATIONS: u32 = 64;
+/// Generations tried, from the newest, before a claim or a release gives up
+/// (the client retries).
+const MAX_TRIES: u32 = 64;
+
+/// What a release generation holds, followed by the id it released.
+const RELEASED: &str = "released:";
 
 fn path(name: &str, generation: u32) -> PathBuf {
     crate::layout::name_claim(name, generation)
@@ -42,26 +57,82 @@ enum Slot {
     Missing,
     Undecided,
     Held { by_us: bool, id: String },
+    Released { by_us: bool },
 }
 
 async fn slot(vfs: &dyn Vfs, name: &str, g: u32, token: &ClaimToken) -> io::Result<Slot> {
-    match read_claim(vfs, &path(name, g), token).await {
-        Ok(Claim::Won) => Ok(Slot::Held {
-            by_us: true,
-            id: String::new(),
-        }),
-        Ok(Claim::Lost { payload, .. }) => Ok(Slot::Held {
-            by_us: false,
-            id: String::from_utf8_lossy(&payload).into_owned(),
-        }),
-        Ok(Claim::Undecided(_)) => Ok(Slot::Undecided),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Slot::Missing),
-        Err(e) => Err(e),
-    }
+    let (by_us, payload) = match read_claim(vfs, &path(name, g), token).await {
+        Ok(Claim::Won) => (true, None),
+        Ok(Claim::Lost { payload, .. }) => (false, Some(payload)),
+        Ok(Claim::Undecided(_)) => return Ok(Slot::Undecided),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Slot::Missing),
+        Err(e) => return Err(e),
+    };
+    // A token's own claim does not carry its payload back; the token tells
+    // what it wrote (releases use tokens of their own).
+    let released = match &payload {
+        Some(p) => p.starts_with(RELEASED.as_bytes()),
+        None => token.as_bytes().starts_with(RELEASE_LABEL.as_bytes()),
+    };
+    Ok(if released {
+        Slot::Released { by_us }
+    } else {
+        Slot::Held {
+            by_us,
+            id: payload.map_or_else(String::new, |p| String::from_utf8_lossy(&p).into_owned()),
+        }
+    })
 }
+
+/// The label of a releaser's token: its own generations read back as
+/// releases.
+const RELEASE_LABEL: &str = "release-name";
 
 async fn exists(vfs: &dyn Vfs, name: &str, g: u32) -> io::Result<bool> {
     vfs::exists_now(vfs, &path(name, g)).await
+}
+
+/// The newest generation of `name` (0: none). Generations exist from 1 up
+/// to the newest without gaps, so existence can be bisected.
+async fn newest(vfs: &dyn Vfs, name: &str) -> io::Result<u32> {
+    if !exists(vfs, name, 1).await? {
+        return Ok(0);
+    }
+    let (mut lo, mut hi) = (1u32, 2u32);
+    while exists(vfs, name, hi).await? {
+        lo = hi;
+        hi = hi.checked_mul(2).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("topic name {name:?}: too many generations"),
+            )
+        })?;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists(vfs, name, mid).await? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// The newest complete generation at or below `g`: what a reader takes.
+async fn newest_complete(
+    vfs: &dyn Vfs,
+    name: &str,
+    g: u32,
+    token: &ClaimToken,
+) -> io::Result<Option<Slot>> {
+    for e in (1..=g).rev() {
+        match slot(vfs, name, e, token).await? {
+            Slot::Missing | Slot::Undecided => {}
+            complete => return Ok(Some(complete)),
+        }
+    }
+    Ok(None)
 }
 
 /// Claims `name` for topic `id`.
@@ -71,13 +142,20 @@ pub(crate) async fn claim_name(
     id: &str,
     token: &ClaimToken,
 ) -> io::Result<NameClaim> {
-    for g in 1..=MAX_GENERATIONS {
+    let mut g = newest(vfs, name).await?.max(1);
+    for _ in 0..MAX_TRIES {
         if let Some(file) = create_slot(vfs, &path(name, g)).await? {
-            if let Some(holder) = earlier_holder(vfs, name, g, token).await? {
+            // Who a reader would take as the holder if `g` stayed empty.
+            // Looking only at `g - 1` is not enough: a creator of `g - 1`
+            // that found `g - 2` complete left `g - 1` empty, and `g - 2`'s
+            // writer may have won (it saw no `g - 1` yet).
+            if let Some(Slot::Held { by_us: false, id }) =
+                newest_complete(vfs, name, g - 1, token).await?
+            {
                 // An earlier generation got its owner after all; this one
                 // stays empty and void.
                 let _ = file.close().await;
-                return Ok(NameClaim::Taken(holder));
+                return Ok(NameClaim::Taken(id));
             }
             fill_slot(file, token, id.as_bytes()).await?;
         }
@@ -88,75 +166,70 @@ pub(crate) async fn claim_name(
             Slot::Held { by_us: false, id } if !exists(vfs, name, g + 1).await? => {
                 return Ok(NameClaim::Taken(id));
             }
-            // A successor exists, or nobody completed this one: the next
-            // generation decides.
+            // A successor exists, nobody completed this one, or it is a
+            // release (the name is free past it): the next generation decides.
             _ => {}
         }
+        g += 1;
     }
     Err(io::Error::new(
         io::ErrorKind::WouldBlock,
-        format!("topic name {name:?}: no generation decided in {MAX_GENERATIONS} tries"),
+        format!("topic name {name:?}: no generation decided in {MAX_TRIES} tries"),
     ))
 }
 
-/// Who a reader would take as the holder if generation `g` stayed empty:
-/// the newest complete generation below it, unless that is this claimant's
-/// own (then filling `g` changes no reader's answer).
-///
-/// Looking only at `g - 1` is not enough: a creator of `g - 1` that found
-/// `g - 2` complete left `g - 1` empty, and `g - 2`'s writer may have won
-/// (it saw no `g - 1` yet). A void generation hides nothing.
-async fn earlier_holder(
-    vfs: &dyn Vfs,
-    name: &str,
-    g: u32,
-    token: &ClaimToken,
-) -> io::Result<Option<String>> {
-    for earlier in (1..g).rev() {
-        match slot(vfs, name, earlier, token).await? {
-            Slot::Held { by_us: true, .. } => return Ok(None),
-            Slot::Held { by_us: false, id } => return Ok(Some(id)),
-            Slot::Undecided | Slot::Missing => {}
-        }
-    }
-    Ok(None)
-}
-
 /// The topic id holding `name`: the newest generation with a complete
-/// claim. Generations are created in order, so the walk stops at the first
-/// missing one.
+/// claim, unless that is a release.
 pub async fn holder(vfs: &dyn Vfs, name: &str) -> io::Result<Option<String>> {
     let nobody = ClaimToken::fresh("reader");
-    let mut found = None;
-    for g in 1..=MAX_GENERATIONS + 1 {
-        match slot(vfs, name, g, &nobody).await? {
-            Slot::Missing => break,
-            Slot::Undecided => {}
-            Slot::Held { id, .. } => found = Some(id),
-        }
-    }
-    Ok(found)
+    let g = newest(vfs, name).await?;
+    Ok(match newest_complete(vfs, name, g, &nobody).await? {
+        Some(Slot::Held { id, .. }) => Some(id),
+        _ => None,
+    })
 }
 
-/// Releases `name` (all its generations) if `id` holds it, or whoever
-/// does when `id` is `None`. Idempotent: a partial release is completed by
-/// calling again; what is left is ignored by [`holder`] only once all of it
-/// is gone, so the release goes from the newest generation down.
-pub async fn release(vfs: &dyn Vfs, name: &str, id: Option<&str>) -> io::Result<bool> {
-    let current = holder(vfs, name).await?;
-    if let (Some(want), Some(have)) = (id, current.as_deref()) {
-        if want != have {
-            return Ok(false);
+/// Releases `name` if topic `id` holds it: true once nobody holds it
+/// (released now, or earlier by anyone), false when another topic does.
+/// Idempotent, and safe to run by several brokers at once: the release is
+/// a generation of its own, written only while `id` is the holder.
+pub async fn release(vfs: &dyn Vfs, name: &str, id: &str) -> io::Result<bool> {
+    let token = ClaimToken::fresh(RELEASE_LABEL);
+    let mut g = newest(vfs, name).await?;
+    match newest_complete(vfs, name, g, &token).await? {
+        Some(Slot::Held { id: have, .. }) if have == id => {}
+        Some(Slot::Held { .. }) => return Ok(false),
+        _ => return Ok(true),
+    }
+    g += 1;
+    for _ in 0..MAX_TRIES {
+        if let Some(file) = create_slot(vfs, &path(name, g)).await? {
+            match newest_complete(vfs, name, g - 1, &token).await? {
+                Some(Slot::Held { id: have, .. }) if have == id => {}
+                Some(Slot::Released { by_us: true }) => {}
+                Some(Slot::Held { .. }) => {
+                    let _ = file.close().await;
+                    return Ok(false);
+                }
+                _ => {
+                    let _ = file.close().await;
+                    return Ok(true);
+                }
+            }
+            fill_slot(file, &token, format!("{RELEASED}{id}").as_bytes()).await?;
         }
+        match slot(vfs, name, g, &token).await? {
+            Slot::Released { .. } if !exists(vfs, name, g + 1).await? => return Ok(true),
+            // Someone else's claim came first: they hold the name now.
+            Slot::Held { .. } if !exists(vfs, name, g + 1).await? => return Ok(false),
+            _ => {}
+        }
+        g += 1;
     }
-    let mut last = 0;
-    while last < MAX_GENERATIONS + 1 && exists(vfs, name, last + 1).await? {
-        last += 1;
-    }
-    for g in (1..=last).rev() {
-        converge_remove(vfs, &path(name, g)).await?;
-    }
-    Ok(true)
+    Err(io::Error::new(
+        io::ErrorKind::WouldBlock,
+        format!("topic name {name:?}: release not decided in {MAX_TRIES} tries"),
+    ))
 }
 
 #[cfg(test)]
@@ -190,8 +263,8 @@ mod tests {
             claim_name(&v, "orders", "id-b", &b).await.unwrap(),
             NameClaim::Taken("id-a".into())
         );
-        assert!(!release(&v, "orders", Some("id-b")).await.unwrap());
-        assert!(release(&v, "orders", Some("id-a")).await.unwrap());
+        assert!(!release(&v, "orders", "id-b").await.unwrap());
+        assert!(release(&v, "orders", "id-a").await.unwrap());
         assert_eq!(holder(&v, "orders").await.unwrap(), None);
         assert_eq!(
             claim_name(&v, "orders", "id-b", &b).await.unwrap(),
@@ -250,5 +323,86 @@ mod tests {
             NameClaim::Won
         );
         assert_eq!(holder(&v, "orders").await.unwrap().as_deref(), Some("id-a"));
+    }
+
+    #[tokio::test]
+    async fn a_late_second_release_of_the_same_holder_leaves_the_new_owner_alone() {
+        let v = volume().await;
+        let a = ClaimToken::fresh("a");
+        assert_eq!(
+            claim_name(&v, "orders", "id-a", &a).await.unwrap(),
+            NameClaim::Won
+        );
+        // Two brokers found `id-a` deleted; the first releases the name and
+        // a creator takes it at once.
+        assert!(release(&v, "orders", "id-a").await.unwrap());
+        assert_eq!(holder(&v, "orders").await.unwrap(), None);
+        let c = ClaimToken::fresh("c");
+        assert_eq!(
+            claim_name(&v, "orders", "id-c", &c).await.unwrap(),
+            NameClaim::Won
+        );
+        // The second releaser comes late: it must not take the name from `c`
+        // (a removal of the generations used to), and nobody else wins it.
+        assert!(!release(&v, "orders", "id-a").await.unwrap());
+        assert_eq!(holder(&v, "orders").await.unwrap().as_deref(), Some("id-c"));
+        let d = ClaimToken::fresh("d");
+        assert_eq!(
+            claim_name(&v, "orders", "id-d", &d).await.unwrap(),
+            NameClaim::Taken("id-c".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_name_survives_hundreds_of_deletes_and_recreates() {
+        let v = volume().await;
+        for round in 0..300 {
+            let id = format!("id-{round}");
+            let t = ClaimToken::fresh(&id);
+            assert_eq!(
+                claim_name(&v, "churn", &id, &t).await.unwrap(),
+                NameClaim::Won,
+                "{round}"
+            );
+            assert_eq!(
+                holder(&v, "churn").await.unwrap().as_deref(),
+                Some(id.as_str())
+            );
+            assert!(release(&v, "churn", &id).await.unwrap());
+            assert_eq!(holder(&v, "churn").await.unwrap(), None);
+        }
+        assert_eq!(newest(&v, "churn").await.unwrap(), 600);
+    }
+
+    #[tokio::test]
+    async fn a_release_racing_another_release_and_a_new_claim_takes_nothing() {
+        let v = std::sync::Arc::new(volume().await);
+        let a = ClaimToken::fresh("a");
+        assert_eq!(
+            claim_name(v.as_ref(), "orders", "id-a", &a).await.unwrap(),
+            NameClaim::Won
+        );
+        // This releaser has seen `id-a` as the holder; just before it writes
+        // its first generation, another broker releases the name and a
+        // creator claims it.
+        let racing = vfs::testkit::BeforeOpen::new(
+            v.clone(),
+            path("orders", 2),
+            |v: std::sync::Arc<dyn Vfs>| async move {
+                assert!(release(v.as_ref(), "orders", "id-a").await?);
+                let c = ClaimToken::fresh("c");
+                assert_eq!(
+                    claim_name(v.as_ref(), "orders", "id-c", &c).await?,
+                    NameClaim::Won
+                );
+                Ok(())
+            },
+        );
+        assert!(!release(&racing, "orders", "id-a").await.unwrap());
+        assert!(racing.fired());
+        assert_eq!(
+            holder(v.as_ref(), "orders").await.unwrap().as_deref(),
+            Some("id-c")
+        );
     }
 }

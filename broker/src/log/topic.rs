@@ -320,7 +320,7 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
         Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             tracing::info!(name, holder, "releasing the name of a deleted topic");
-            names::release(vfs, name, Some(holder)).await
+            names::release(vfs, name, holder).await
         }
         Err(e) => Err(e),
     }
@@ -348,9 +348,7 @@ pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     vfs::fault_point!(vfs, "delete-topic.tombstoned");
     // Only this topic's hold on the name is released; a name that already
     // belongs to someone else, or to nobody, stays as it is.
-    names::release(vfs, &meta.name, Some(&meta.id))
-        .await
-        .map(|_| ())
+    names::release(vfs, &meta.name, &meta.id).await.map(|_| ())
 }
 
 /// Re-drives the removal of one deleted topic's tombstone until it is gone

@@ -10,33 +10,34 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
 /// `(api, min, max)` served today.
 pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
-    // v7 adds MAX_TIMESTAMP (-3); v8 and v9 add the tiered-storage timestamps
-    // -4 and -5, not handled yet.
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
+    // v13 and Fetch v13+ name topics by id (KIP-516).
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
+    // v7 adds MAX_TIMESTAMP (-3), v8 and v9 the tiered-storage timestamps
+    // -4 and -5 (all of a kaas log is local), v10 a timeout for them.
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];

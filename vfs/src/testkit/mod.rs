@@ -1,12 +1,14 @@
 //! Shared test machinery for every `Vfs` backend: the contract suite and a
 //! wrapper that interrupts a sequence of operations at a chosen step.
 
+mod before_open;
 #[cfg(not(madsim))]
 mod bounds;
 pub mod contract;
 mod counting;
 mod interrupt;
 
+pub use before_open::BeforeOpen;
 #[cfg(not(madsim))]
 pub use bounds::raw_fsync_bandwidth;
 pub use counting::{Counting, Counts};
