@@ -94,6 +94,15 @@ pub struct Config {
     pub wall_clock: crate::clock::WallClock,
 }
 
+/// One broker config as Kafka names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaConfig {
+    pub name: String,
+    pub value: String,
+    /// Set by a flag or variable, not left at its default.
+    pub explicit: bool,
+}
+
 /// A broker id: a number, or a StatefulSet pod name ending in `-<ordinal>`.
 fn parse_broker_id(s: &str) -> Result<u32, String> {
     let digits = s
@@ -119,6 +128,54 @@ fn parse_cluster_id(s: &str) -> Result<String, String> {
 }
 
 impl Config {
+    /// This broker's settings under Kafka's broker config names, for
+    /// DescribeConfigs: `(name, value, kaas flag or None)`. A value that
+    /// differs from its flag's default counts as set by the operator.
+    pub fn kafka_view(&self) -> Vec<KafkaConfig> {
+        let cmd = <Self as clap::CommandFactory>::command();
+        let default_of = |flag: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == flag)
+                .and_then(|a| a.get_default_values().first())
+                .map(|v| v.to_string_lossy().into_owned())
+        };
+        let entry = |name: &str, value: String, flag: &str| KafkaConfig {
+            name: name.to_owned(),
+            explicit: default_of(flag).is_none_or(|d| d != value),
+            value,
+        };
+        vec![
+            entry("broker.id", self.broker_id.to_string(), "broker_id"),
+            entry("node.id", self.broker_id.to_string(), "broker_id"),
+            entry(
+                "listeners",
+                format!("PLAINTEXT://{}", self.listen),
+                "listen",
+            ),
+            KafkaConfig {
+                name: "advertised.listeners".into(),
+                value: format!("PLAINTEXT://{}", self.advertised()),
+                explicit: self.advertised_listener.is_some(),
+            },
+            entry("log.dirs", self.data_dir.display().to_string(), "data_dir"),
+            entry(
+                "num.partitions",
+                self.num_partitions.to_string(),
+                "num_partitions",
+            ),
+            entry(
+                "auto.create.topics.enable",
+                self.auto_create_topics.to_string(),
+                "auto_create_topics",
+            ),
+            entry(
+                "group.initial.rebalance.delay.ms",
+                self.group_initial_rebalance_delay_ms.to_string(),
+                "group_initial_rebalance_delay_ms",
+            ),
+        ]
+    }
+
     pub fn advertised(&self) -> String {
         self.advertised_listener
             .clone()

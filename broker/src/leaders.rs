@@ -88,7 +88,8 @@ impl Leaders {
                 }
             }
             let o = &fresh[&t];
-            let limit = |name| Some(topic_config::get_i64(o, name)).filter(|v| *v >= 0);
+            let deletes = topic_config::deletes_by_retention(o);
+            let limit = |name| Some(topic_config::get_i64(o, name)).filter(|v| deletes && *v >= 0);
             log.set_limits(
                 topic_config::get_i64(o, "segment.bytes").max(14) as u64,
                 limit("retention.ms"),

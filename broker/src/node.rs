@@ -178,7 +178,7 @@ impl Node {
                 advertised: config.advertised(),
                 auto_create_topics: config.auto_create_topics,
                 default_partitions: config.num_partitions.max(1),
-                max_message_bytes: 1024 * 1024,
+                broker_configs: config.kafka_view(),
                 producer_id_block: config.producer_id_block,
             },
             leaders.clone(),

@@ -49,7 +49,7 @@ fn api_on(
             advertised: "localhost:9092".into(),
             auto_create_topics: false,
             default_partitions: 1,
-            max_message_bytes: 1 << 20,
+            broker_configs: Vec::new(),
             producer_id_block: 1000,
         },
         leaders.clone(),

@@ -33,7 +33,7 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
             advertised: addr.to_string(),
             auto_create_topics: true,
             default_partitions: 1,
-            max_message_bytes: 1 << 20,
+            broker_configs: Vec::new(),
             producer_id_block: 1000,
         },
         leaders,

@@ -376,3 +376,91 @@ def test_list_groups_v5_filters_by_type(broker):
     assert listed([]).get(group) == "classic"
     assert listed(["Classic"]).get(group) == "classic"
     assert group not in listed(["consumer"])
+
+
+# 2. Configs as Kafka reports them.
+
+def describe_configs(addr, resource_type, name, version=4, keys=None):
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    req = DescribeConfigsRequest(resources=[R(resource_type=resource_type, resource_name=name,
+                                              configuration_keys=keys)],
+                                 include_synonyms=True, include_documentation=True)
+    return call(addr, req, version).results[0]
+
+
+def test_a_new_topic_takes_the_configs_kafka_accepts(broker):
+    topic = new_topic()
+    settings = [("compression.type", "zstd"), ("cleanup.policy", "compact"),
+                ("min.insync.replicas", "2"), ("message.timestamp.type", "CreateTime"),
+                ("segment.ms", "3600000"), ("max.message.bytes", "2000000"),
+                ("unclean.leader.election.enable", "false")]
+    created = create_topic(broker.addr, topic, configs=settings)
+    assert (created.error_code, created.error_message) == (NONE, None), created
+    described = describe_configs(broker.addr, 2, topic)
+    assert described.error_code == NONE
+    by_name = {c.name: c for c in described.configs}
+    for name, value in settings:
+        assert (by_name[name].value, by_name[name].config_source) == (value, 1), by_name[name]
+    # Every config Kafka knows, typed and documented, the defaults marked.
+    for name in ("retention.ms", "retention.bytes", "segment.bytes", "delete.retention.ms",
+                 "min.cleanable.dirty.ratio", "local.retention.ms", "flush.messages",
+                 "message.timestamp.after.max.ms", "follower.replication.throttled.replicas"):
+        c = by_name[name]
+        assert c.config_source == 5 and c.config_type > 0 and c.documentation, c
+        assert c.read_only is False and c.is_sensitive is False
+    assert "no effect" in by_name["min.insync.replicas"].documentation
+    retention = by_name["retention.ms"]
+    assert [(s.name, s.source) for s in retention.synonyms] == [("log.retention.ms", 5)]
+    assert [s.name for s in by_name["compression.type"].synonyms] == ["compression.type", "compression.type"]
+
+
+def test_configs_kafka_refuses_and_kaas_cannot_honour_are_refused(broker):
+    for name, value in [("cleanup.policy", "archive"), ("compression.type", "brotli"),
+                        ("min.insync.replicas", "0"), ("message.timestamp.type", "LogAppendTime"),
+                        ("remote.storage.enable", "true"), ("no.such.config", "1")]:
+        got = create_topic(broker.addr, new_topic(), configs=[(name, value)])
+        assert got.error_code == INVALID_CONFIG and name in got.error_message, (name, got)
+
+
+def test_broker_configs_name_what_clients_and_tools_look_for(broker):
+    described = describe_configs(broker.addr, 4, "0")
+    assert described.error_code == NONE, described
+    by_name = {c.name: c for c in described.configs}
+    host, port = broker.addr.rsplit(":", 1)
+    assert by_name["advertised.listeners"].value == f"PLAINTEXT://{broker.addr}"
+    assert by_name["listeners"].value == f"PLAINTEXT://{broker.addr}"
+    assert by_name["listeners"].config_source == 4, "set by --listen"
+    assert by_name["broker.id"].value == "0"
+    assert by_name["log.dirs"].value.endswith(os.path.basename(broker.dir))
+    for name in ("num.partitions", "auto.create.topics.enable", "log.retention.ms",
+                 "log.retention.hours", "log.retention.bytes", "log.segment.bytes",
+                 "message.max.bytes", "default.replication.factor", "min.insync.replicas"):
+        c = by_name[name]
+        assert c.read_only and c.config_type > 0 and c.documentation and c.synonyms, c
+    assert describe_configs(broker.addr, 4, "7").error_code == INVALID_REQUEST
+    only = describe_configs(broker.addr, 4, "0", keys=["log.retention.ms"])
+    assert [c.name for c in only.configs] == ["log.retention.ms"]
+
+
+def test_confluent_admin_describes_and_alters_configs(broker):
+    from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, AlterConfigOpType
+
+    admin = AdminClient({"bootstrap.servers": broker.addr})
+    topic = new_topic()
+    assert create_topic(broker.addr, topic).error_code == NONE
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                         incremental_configs=[ConfigEntry("compression.type", "lz4",
+                                                          incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=20)
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    entries = list(configs.values())[0].result(timeout=20)
+    assert entries["compression.type"].value == "lz4"
+    assert not entries["compression.type"].is_default
+    assert entries["retention.ms"].is_default
+    broker_entries = list(admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "0")]).values())[0].result(timeout=20)
+    assert broker_entries["advertised.listeners"].value == f"PLAINTEXT://{broker.addr}"
+    assert broker_entries["advertised.listeners"].is_read_only

@@ -68,8 +68,8 @@ pub struct ApiConfig {
     pub advertised: String,
     pub auto_create_topics: bool,
     pub default_partitions: u32,
-    /// Largest record set accepted per partition (Kafka's message.max.bytes).
-    pub max_message_bytes: usize,
+    /// This broker's settings under Kafka's names (DescribeConfigs).
+    pub broker_configs: Vec<crate::config::KafkaConfig>,
     /// Producer ids per claimed block (`--producer-id-block`).
     pub producer_id_block: u32,
 }

@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod batch;
+pub mod config_defs;
 pub mod epochs;
 pub mod fence;
 pub mod manifest;
