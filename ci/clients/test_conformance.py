@@ -464,3 +464,69 @@ def test_confluent_admin_describes_and_alters_configs(broker):
         [ConfigResource(ConfigResource.Type.BROKER, "0")]).values())[0].result(timeout=20)
     assert broker_entries["advertised.listeners"].value == f"PLAINTEXT://{broker.addr}"
     assert broker_entries["advertised.listeners"].is_read_only
+
+
+# 4. Static membership (KIP-345).
+
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(broker):
+    from confluent_kafka import Consumer
+
+    topic = new_topic()
+    assert create_topic(broker.addr, topic, partitions=2).error_code == NONE
+    group = f"static-{uuid.uuid4().hex[:8]}"
+    assigned = {"a": [], "b": []}
+
+    def consumer(name):
+        c = Consumer({"bootstrap.servers": broker.addr, "group.id": group,
+                      "group.instance.id": f"instance-{name}", "session.timeout.ms": 30000,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic], on_assign=lambda _, parts: assigned[name].append(
+            sorted(p.partition for p in parts)))
+        return c
+
+    def pump(consumers, until, timeout=40):
+        deadline = time.time() + timeout
+        while not until():
+            assert time.time() < deadline, assigned
+            for c in consumers:
+                c.poll(0.1)
+
+    a, b = consumer("a"), consumer("b")
+    pump([a, b], lambda: assigned["a"] and assigned["b"] and
+         sorted(assigned["a"][-1] + assigned["b"][-1]) == [0, 1])
+    rounds_of_a = len(assigned["a"])
+    b_had = assigned["b"][-1]
+    b.close()  # a static member leaves no LeaveGroup behind: its session stays
+    b = consumer("b")
+    pump([a, b], lambda: len(assigned["b"]) >= 2)
+    for _ in range(30):  # three more seconds of a's polls: no rebalance reaches it
+        a.poll(0.1)
+    assert assigned["b"][-1] == b_had, "the restarted member got its partitions back"
+    assert len(assigned["a"]) == rounds_of_a, f"the other member rebalanced: {assigned}"
+    a.close()
+    b.close()
+
+
+def test_a_pattern_subscription_sees_topics_made_after_it(broker):
+    from confluent_kafka import Consumer, Producer
+
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": prefix,
+                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+    c.subscribe([f"^{prefix}-.*"])
+    for _ in range(20):
+        c.poll(0.1)
+    # One created by CreateTopics, one auto-created by a producer's first send.
+    assert create_topic(broker.addr, f"{prefix}-made").error_code == NONE
+    p = Producer({"bootstrap.servers": broker.addr})
+    for t in (f"{prefix}-made", f"{prefix}-auto"):
+        p.produce(t, t.encode())
+    assert p.flush(20) == 0
+    seen = set()
+    deadline = time.time() + 40
+    while len(seen) < 2 and time.time() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            seen.add(m.topic())
+    c.close()
+    assert seen == {f"{prefix}-made", f"{prefix}-auto"}

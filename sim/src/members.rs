@@ -1,7 +1,10 @@
 //! Simulated consumer-group members: they join a group through the
 //! coordinator (KIP-394 member ids, the leader assigns), heartbeat, consume
 //! the partitions of their generation from the committed offsets, commit
-//! as members of that generation, and rejoin when told to.
+//! as members of that generation, and rejoin when told to. `member-1` is a
+//! static member (KIP-345) that now and then restarts: it forgets its
+//! member id without leaving and joins again under its instance id, which
+//! in a stable group gives it its partitions back in the same generation.
 
 use std::time::Duration;
 
@@ -14,6 +17,7 @@ use kafka_protocol::messages::{
     ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
 
 use crate::workload::{Event, PARTITIONS, Session, TOPIC};
 
@@ -56,10 +60,15 @@ fn decode(assignment: &[u8]) -> Vec<i32> {
         .collect()
 }
 
-async fn join(s: &mut Session, member_id: &mut String) -> Option<Membership> {
+async fn join(
+    s: &mut Session,
+    member_id: &mut String,
+    instance: Option<&str>,
+) -> Option<Membership> {
     let to = s.coordinator().await?;
     let req = JoinGroupRequest::default()
         .with_group_id(GroupId(text(MEMBER_GROUP)))
+        .with_group_instance_id(instance.map(text))
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(10_000)
         .with_member_id(text(member_id))
@@ -115,6 +124,7 @@ async fn join(s: &mut Session, member_id: &mut String) -> Option<Membership> {
         .with_group_id(GroupId(text(MEMBER_GROUP)))
         .with_generation_id(generation)
         .with_member_id(text(member_id))
+        .with_group_instance_id(instance.map(text))
         .with_assignments(assignments);
     match s
         .client
@@ -158,9 +168,10 @@ async fn heartbeat(s: &mut Session, m: &Membership) -> Option<i16> {
 pub async fn member(mut s: Session, until: Duration) {
     s.group = MEMBER_GROUP.to_owned();
     let name = s.name.clone();
+    let instance = (name == "member-1").then(|| format!("static-{name}"));
     let mut member_id = String::new();
     while s.now() < until {
-        let Some(m) = join(&mut s, &mut member_id).await else {
+        let Some(m) = join(&mut s, &mut member_id, instance.as_deref()).await else {
             tokio::time::sleep(Duration::from_millis(300)).await;
             continue;
         };
@@ -187,6 +198,11 @@ pub async fn member(mut s: Session, until: Duration) {
         let mut committed: Vec<i64> = positions.iter().map(|(_, o)| *o).collect();
         'generation: while s.now() < until {
             if s.now() >= last_heartbeat + Duration::from_secs(1) {
+                if instance.is_some() && madsim::rand::thread_rng().gen_ratio(1, 20) {
+                    // A restart: the new process knows only its instance id.
+                    member_id.clear();
+                    break 'generation;
+                }
                 match heartbeat(&mut s, &m).await {
                     Some(0) => last_heartbeat = s.now(),
                     Some(_) => break 'generation, // rebalance, fenced, unknown: rejoin

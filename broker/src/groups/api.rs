@@ -634,6 +634,7 @@ fn join_response(r: JoinResult, version: i16) -> JoinGroupResponse {
         .with_protocol_type(r.protocol_type.as_deref().map(s))
         .with_protocol_name(Some(s(r.protocol.as_deref().unwrap_or(""))))
         .with_leader(s(&r.leader))
+        .with_skip_assignment(version >= 9 && r.skip_assignment)
         .with_member_id(s(&r.member_id))
         .with_members(
             r.members

@@ -46,6 +46,9 @@ pub struct JoinResult {
     pub member_id: String,
     /// Only for the leader: every member with its metadata for the protocol.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// The leader is told not to assign again (JoinGroup v9, KIP-814): a
+    /// static leader rejoining a stable group keeps the assignment.
+    pub skip_assignment: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -73,6 +76,20 @@ pub struct Member {
 }
 
 /// A JoinGroup as the group sees it.
+impl Member {
+    /// What the leader learns of this member: id, instance id, and its
+    /// metadata for the group's protocol.
+    fn roster_entry(&self, protocol: Option<&String>) -> (String, Option<String>, Bytes) {
+        let meta = self
+            .protocols
+            .iter()
+            .find(|(n, _)| Some(n) == protocol)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_default();
+        (self.id.clone(), self.instance_id.clone(), meta)
+    }
+}
+
 pub struct JoinRequest {
     pub member_id: String,
     pub instance_id: Option<String>,
@@ -295,6 +312,9 @@ impl Group {
                         }
                         self.members.insert(id.clone(), m);
                     }
+                    if let Some(rejoined) = self.static_rejoin(&id, &req, now) {
+                        return Joined::Now(rejoined);
+                    }
                 }
             } else if req.require_known_member_id {
                 self.pending.insert(id.clone(), now + req.session_timeout);
@@ -347,6 +367,47 @@ impl Group {
         self.start_rebalance(now, initial_delay);
         self.maybe_complete_join(now);
         Joined::Wait(rx)
+    }
+
+    /// KIP-345: a static member that comes back (a restart within its
+    /// session timeout) to a stable group with the same protocols keeps its
+    /// assignment, and nobody else rebalances: it is answered at once with
+    /// the current generation and syncs to its old assignment. The leader
+    /// gets the members but is told to skip the assignment (v9+; before,
+    /// its SyncGroup in a stable group returns the current assignment).
+    fn static_rejoin(&mut self, id: &str, req: &JoinRequest, now: Instant) -> Option<JoinResult> {
+        if self.phase != Phase::Stable {
+            return None;
+        }
+        let m = self.members.get_mut(id)?;
+        if m.protocols != req.protocols {
+            return None;
+        }
+        m.session_timeout = req.session_timeout;
+        m.rebalance_timeout = req.rebalance_timeout;
+        m.client_id = req.client_id.clone();
+        m.last_seen = now;
+        let leader = self.leader.clone().unwrap_or_default();
+        let is_leader = leader == id;
+        let protocol = self.protocol.clone();
+        let members = if is_leader {
+            self.members
+                .values()
+                .map(|m| m.roster_entry(protocol.as_ref()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(JoinResult {
+            error: 0,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol,
+            leader,
+            member_id: id.to_owned(),
+            members,
+            skip_assignment: is_leader,
+        })
     }
 
     fn check_member_or_pending(&self, member_id: &str, instance: Option<&str>) -> Result<(), i16> {
@@ -430,15 +491,7 @@ impl Group {
         self.phase = Phase::Completing;
         let roster: Vec<(String, Option<String>, Bytes)> = by_order
             .iter()
-            .map(|m| {
-                let meta = m
-                    .protocols
-                    .iter()
-                    .find(|(n, _)| Some(n) == protocol.as_ref())
-                    .map(|(_, b)| b.clone())
-                    .unwrap_or_default();
-                (m.id.clone(), m.instance_id.clone(), meta)
-            })
+            .map(|m| m.roster_entry(protocol.as_ref()))
             .collect();
         let generation = self.generation;
         let protocol_type = self.protocol_type.clone();
@@ -459,6 +512,7 @@ impl Group {
                     } else {
                         Vec::new()
                     },
+                    skip_assignment: false,
                 });
             }
         }
@@ -880,5 +934,112 @@ mod tests {
             g.heartbeat("old", Some("host-1"), g.generation, now),
             ResponseError::FencedInstanceId.code()
         );
+    }
+
+    /// Two static members through one round: `(group, leader's id, other's id)`.
+    async fn stable_static_pair(now: Instant) -> (Group, String, String) {
+        let mut g = Group::new("g");
+        let mut waits = Vec::new();
+        for (host, id) in [("host-a", "a1"), ("host-b", "b1")] {
+            let mut r = req("");
+            r.instance_id = Some(host.into());
+            let Joined::Wait(w) = g.join(r, now, || id.to_owned(), Duration::from_secs(1)) else {
+                panic!()
+            };
+            waits.push(w);
+        }
+        assert!(!g.tick(now + Duration::from_secs(1), Duration::from_secs(1)));
+        let joined: Vec<JoinResult> = vec![
+            waits.remove(0).await.unwrap(),
+            waits.remove(0).await.unwrap(),
+        ];
+        let leader = joined[0].leader.clone();
+        let other = if leader == "a1" { "b1" } else { "a1" };
+        let Synced::Wait(so) = g.sync(other, None, 1, vec![], now) else {
+            panic!()
+        };
+        let given = vec![
+            ("a1".to_owned(), Bytes::from_static(b"pa")),
+            ("b1".to_owned(), Bytes::from_static(b"pb")),
+        ];
+        let Synced::Complete(sl) = g.sync(&leader, None, 1, given, now) else {
+            panic!()
+        };
+        g.release_sync(0, now, Duration::ZERO);
+        sl.await.unwrap();
+        so.await.unwrap();
+        assert_eq!((g.phase, g.generation), (Phase::Stable, 1));
+        (g, leader, other.to_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_static_member_restarting_into_a_stable_group_keeps_its_assignment_without_a_rebalance()
+     {
+        let now = Instant::now();
+        let (mut g, leader, other) = stable_static_pair(now).await;
+        let host = if other == "a1" { "host-a" } else { "host-b" };
+        let mut r = req("");
+        r.instance_id = Some(host.into());
+        let Joined::Now(back) = g.join(r, now, || "restarted".into(), Duration::ZERO) else {
+            panic!("a static rejoin with the same protocols waits for no rebalance")
+        };
+        assert_eq!(
+            (back.error, back.generation, back.member_id.as_str()),
+            (0, 1, "restarted")
+        );
+        assert_eq!(back.leader, leader);
+        assert!(back.members.is_empty() && !back.skip_assignment);
+        assert_eq!(
+            (g.phase, g.generation),
+            (Phase::Stable, 1),
+            "nobody else rebalances"
+        );
+        assert_eq!(g.heartbeat(&leader, None, 1, now), 0);
+        let Synced::Now(again) = g.sync("restarted", Some(host), 1, vec![], now) else {
+            panic!()
+        };
+        let want = if other == "a1" {
+            &b"pa"[..]
+        } else {
+            &b"pb"[..]
+        };
+        assert_eq!(again.assignment, Bytes::from_static(want));
+        assert_eq!(
+            g.heartbeat(&other, Some(host), 1, now),
+            ResponseError::FencedInstanceId.code(),
+            "the old process is fenced"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_static_leader_restarting_is_told_to_skip_the_assignment() {
+        let now = Instant::now();
+        let (mut g, leader, _) = stable_static_pair(now).await;
+        let host = if leader == "a1" { "host-a" } else { "host-b" };
+        let mut r = req("");
+        r.instance_id = Some(host.into());
+        let Joined::Now(back) = g.join(r, now, || "new-leader".into(), Duration::ZERO) else {
+            panic!()
+        };
+        assert_eq!(
+            (back.leader.as_str(), back.skip_assignment),
+            ("new-leader", true)
+        );
+        assert_eq!(back.members.len(), 2, "the leader still learns the roster");
+        assert_eq!(g.phase, Phase::Stable);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_static_member_coming_back_with_other_protocols_rebalances() {
+        let now = Instant::now();
+        let (mut g, _, other) = stable_static_pair(now).await;
+        let host = if other == "a1" { "host-a" } else { "host-b" };
+        let mut r = req("");
+        r.instance_id = Some(host.into());
+        r.protocols = vec![("range".into(), Bytes::from_static(b"other topics"))];
+        let Joined::Wait(_) = g.join(r, now, || "changed".into(), Duration::ZERO) else {
+            panic!("new subscriptions need a new assignment")
+        };
+        assert_eq!(g.phase, Phase::Preparing);
     }
 }
