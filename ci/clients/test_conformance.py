@@ -530,3 +530,31 @@ def test_a_pattern_subscription_sees_topics_made_after_it(broker):
             seen.add(m.topic())
     c.close()
     assert seen == {f"{prefix}-made", f"{prefix}-auto"}
+
+
+# 7. Internal topics: kaas keeps their content as files; they do not exist.
+
+def test_internal_topics_are_neither_listed_nor_auto_created(broker):
+    for name in ("__consumer_offsets", "__transaction_state"):
+        resp = metadata(broker.addr, [name], 12, auto_create=True)
+        assert [t.error_code for t in resp.topics] == [UNKNOWN_TOPIC_OR_PARTITION], resp
+        got = create_topic(broker.addr, name)
+        assert got.error_code == INVALID_REQUEST and "internal" in got.error_message, got
+    everything = call(broker.addr, MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+    assert not [t.name for t in everything.topics if t.name.startswith("__") or t.is_internal]
+
+
+def test_admin_tools_list_topics_with_and_without_internal_ones(broker, existing):
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    topic, _ = existing
+    listed = AdminClient({"bootstrap.servers": broker.addr}).list_topics(timeout=20).topics
+    assert topic in listed and not any(t.startswith("__") for t in listed)
+    admin = KafkaAdminClient(bootstrap_servers=broker.addr)
+    try:
+        assert topic in admin.list_topics()
+        described = admin.describe_topics([topic])
+        assert described[0]["is_internal"] is False and len(described[0]["partitions"]) == 2
+    finally:
+        admin.close()

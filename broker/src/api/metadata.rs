@@ -19,7 +19,7 @@ use crate::log::topic;
 use crate::log::topic::{TopicError, TopicMeta};
 
 use super::new_leaders::LEADERS_WAIT;
-use super::{Api, code, lookup_error, name_of, split_host_port, topic_name, uuid_of};
+use super::{Api, code, is_internal, lookup_error, name_of, split_host_port, topic_name, uuid_of};
 
 /// A requested topic, as found (or made) by this request.
 enum Found {
@@ -128,7 +128,7 @@ impl Api {
     async fn find_or_create(&self, name: &str, auto_create: bool) -> Found {
         match topic::lookup(self.vfs.as_ref(), name).await {
             Ok(Some(m)) => Found::Exists(m),
-            Ok(None) if auto_create => {
+            Ok(None) if auto_create && !is_internal(name) => {
                 let created = topic::create_topic_with(
                     self.vfs.as_ref(),
                     &self.creator(),

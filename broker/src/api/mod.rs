@@ -90,6 +90,22 @@ pub struct Api {
     created: Arc<Notify>,
 }
 
+/// Kafka's internal topics. kaas keeps what they hold (committed offsets,
+/// transaction state, the cluster's metadata) as files on the volume, so
+/// they do not exist: Metadata answers UNKNOWN_TOPIC_OR_PARTITION for them
+/// and never auto-creates them, and CreateTopics refuses them, as Kafka
+/// refuses to create an internal topic by hand.
+const INTERNAL_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+    "__cluster_metadata",
+];
+
+fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
 fn code(e: ResponseError) -> i16 {
     e.code()
 }

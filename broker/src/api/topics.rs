@@ -17,7 +17,7 @@ use crate::log::topic_config::Overrides;
 use crate::log::{topic, topic_config};
 
 use super::new_leaders::LEADERS_WAIT;
-use super::{Api, code, lookup_error, name_of, topic_name, uuid_of};
+use super::{Api, code, is_internal, lookup_error, name_of, topic_name, uuid_of};
 
 impl Api {
     pub(super) async fn create_topics(
@@ -56,6 +56,14 @@ impl Api {
                 .find_map(|(k, v)| topic_config::validate(k, v).err());
             let error = if let Err(e) = topic::validate_name(&name) {
                 Some((ResponseError::InvalidTopicException, e.to_string()))
+            } else if is_internal(&name) {
+                Some((
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "{name} is an internal topic of Kafka's; kaas keeps its content as files \
+                         on the volume, and it cannot be created"
+                    ),
+                ))
             } else if partitions < 1 {
                 Some((
                     ResponseError::InvalidPartitions,

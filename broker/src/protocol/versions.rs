@@ -96,4 +96,26 @@ mod tests {
                 .any(|k| k.api_key == ApiKey::ApiVersions as i16)
         );
     }
+
+    #[test]
+    fn the_readme_table_lists_exactly_what_is_served() {
+        let readme = include_str!("../../../README.md");
+        let table = readme
+            .split("| API | versions | notes |")
+            .nth(1)
+            .expect("the README's API table");
+        let rows: Vec<&str> = table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert_eq!(rows.len(), SUPPORTED.len(), "{rows:#?}");
+        for (api, min, max) in SUPPORTED {
+            let row = format!("| {api:?} | {min}-{max} |");
+            assert!(
+                rows.iter().any(|r| r.starts_with(&row)),
+                "README lacks {row}"
+            );
+        }
+    }
 }
