@@ -19,16 +19,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
-from kaasproc import Broker  # noqa: E402
 from kafkawire import call  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def broker():
-    b = Broker()
-    b.start()
-    yield b
-    b.stop()
 
 
 def new_topic():

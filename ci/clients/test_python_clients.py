@@ -23,14 +23,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kaasproc import Broker  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def broker():
-    b = Broker()
-    b.start()
-    yield b
-    b.stop()
-
-
 def topic_name():
     return f"py-{uuid.uuid4().hex[:10]}"
 

@@ -44,26 +44,12 @@ pub async fn successor_view(vfs: &dyn Vfs, group_id: &str) -> io::Result<Success
 
 #[cfg(test)]
 mod tests {
+    use super::super::store::tests::record;
     use super::*;
     use crate::log::fence::claim_epoch;
     use std::path::Path;
     use vfs::MemVfs;
     use vfs::durable::ClaimToken;
-
-    fn record(offset: i64) -> GroupRecord {
-        GroupRecord {
-            group_id: "g".into(),
-            offsets: vec![store::OffsetRecord {
-                topic: "t".into(),
-                partition: 0,
-                offset,
-                leader_epoch: -1,
-                metadata: None,
-                commit_ms: 0,
-            }],
-            ..GroupRecord::default()
-        }
-    }
 
     #[tokio::test]
     async fn a_successor_sees_the_newest_file_up_to_the_newest_claim() {

@@ -162,12 +162,13 @@ pub(crate) async fn save(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::Arc;
     use vfs::MemVfs;
 
-    fn record(offset: i64) -> GroupRecord {
+    /// Group `g` with one committed offset of `t`/0, for tests.
+    pub(crate) fn record(offset: i64) -> GroupRecord {
         GroupRecord {
             group_id: "g".into(),
             offsets: vec![OffsetRecord {
