@@ -201,13 +201,9 @@ impl Api {
     ) -> Result<(String, Arc<PartitionLog>), i16> {
         let cached = lock(&self.produce_names).get(name).cloned();
         if let Some((id, partitions)) = cached {
-            if let Ok(p) = u32::try_from(partition) {
-                if p < partitions {
-                    if let Some(log) = self.leaders.get(&id, p) {
-                        if !log.has_stopped() {
-                            return Ok((id, log));
-                        }
-                    }
+            if u32::try_from(partition).is_ok_and(|p| p < partitions) {
+                if let Some(log) = self.running_log(&id, partition) {
+                    return Ok((id, log));
                 }
             }
         }
@@ -237,21 +233,35 @@ impl Api {
         self.led_log(meta, partition)
     }
 
+    /// The log this broker leads for `(topic id, partition)`, unless it
+    /// has stopped: what produce may use without a fresh lookup.
+    fn running_log(&self, id: &str, partition: i32) -> Option<Arc<PartitionLog>> {
+        let p = u32::try_from(partition).ok()?;
+        self.leaders.get(id, p).filter(|log| !log.has_stopped())
+    }
+
+    /// A topic by its id: its directory's meta, read fresh. `Ok(None)` when
+    /// there is no such topic (never was, or deleted).
+    async fn meta_by_id(&self, id: Uuid) -> Result<Option<TopicMeta>, i16> {
+        match topic::read_meta(self.vfs.as_ref(), &id.hyphenated().to_string()).await {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(lookup_error(&e)),
+        }
+    }
+
     /// [`Self::topic_log`] for a topic named by its id (Fetch v13+,
-    /// Produce v13+): its directory's meta, read fresh, so that a deleted
-    /// topic is not served from a log this broker has not let go of yet.
+    /// Produce v13+): its meta read fresh, so that a deleted topic is not
+    /// served from a log this broker has not let go of yet.
     async fn topic_log_by_id(
         &self,
         id: Uuid,
         partition: i32,
     ) -> Result<(TopicMeta, Arc<PartitionLog>), i16> {
-        let meta = match topic::read_meta(self.vfs.as_ref(), &id.hyphenated().to_string()).await {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(code(ResponseError::UnknownTopicId));
-            }
-            Err(e) => return Err(lookup_error(&e)),
-        };
+        let meta = self
+            .meta_by_id(id)
+            .await?
+            .ok_or(code(ResponseError::UnknownTopicId))?;
         let (_, log) = self.led_log(meta.clone(), partition)?;
         Ok((meta, log))
     }

@@ -46,6 +46,16 @@ impl Api {
         }
     }
 
+    /// [`Self::await_leaders`] for CreateTopics and CreatePartitions: up to
+    /// the request's `timeout_ms` (0: no wait, as in Kafka), at most
+    /// [`LEADERS_WAIT`].
+    pub(super) async fn await_leaders_within(&self, wanted: &[(String, u32)], timeout_ms: i32) {
+        let wait = Duration::from_millis(timeout_ms.max(0) as u64).min(LEADERS_WAIT);
+        if !wait.is_zero() {
+            self.await_leaders(wanted, Instant::now() + wait).await;
+        }
+    }
+
     fn have_leaders(&self, wanted: &[(String, u32)]) -> bool {
         let Some(a) = self.current() else {
             return false;

@@ -1,17 +1,12 @@
 //! CreatePartitions: a topic grows, partition by partition.
 
-use std::time::Duration;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use tokio::time::Instant;
-
 use crate::log::topic;
 
-use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, name_of};
 
 impl Api {
@@ -65,10 +60,7 @@ impl Api {
             };
             results.push(result);
         }
-        let wait = Duration::from_millis(req.timeout_ms.max(0) as u64).min(LEADERS_WAIT);
-        if !wait.is_zero() {
-            self.await_leaders(&grown, Instant::now() + wait).await;
-        }
+        self.await_leaders_within(&grown, req.timeout_ms).await;
         CreatePartitionsResponse::default().with_results(results)
     }
 }

@@ -64,12 +64,8 @@ impl Api {
         partition: i32,
     ) -> Result<(String, Arc<PartitionLog>), i16> {
         let key = id.hyphenated().to_string();
-        if let Ok(p) = u32::try_from(partition) {
-            if let Some(log) = self.leaders.get(&key, p) {
-                if !log.has_stopped() {
-                    return Ok((key, log));
-                }
-            }
+        if let Some(log) = self.running_log(&key, partition) {
+            return Ok((key, log));
         }
         let (meta, log) = self.topic_log_by_id(id, partition).await?;
         Ok((meta.id, log))

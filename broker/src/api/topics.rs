@@ -7,16 +7,12 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use std::time::Duration;
-
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::log::topic::{TopicError, TopicMeta};
 use crate::log::topic_config::Overrides;
 use crate::log::{topic, topic_config};
 
-use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, is_internal, lookup_error, name_of, topic_name, uuid_of};
 
 impl Api {
@@ -120,12 +116,7 @@ impl Api {
             };
             results.push(result);
         }
-        // As Kafka: up to the request's timeout (0: do not wait), the
-        // answer waits until the new topics can be written to.
-        let wait = Duration::from_millis(req.timeout_ms.max(0) as u64).min(LEADERS_WAIT);
-        if !wait.is_zero() {
-            self.await_leaders(&created, Instant::now() + wait).await;
-        }
+        self.await_leaders_within(&created, req.timeout_ms).await;
         CreateTopicsResponse::default().with_topics(results)
     }
 
@@ -153,13 +144,7 @@ impl Api {
                     .await
                     .map_err(|e| lookup_error(&e)),
                 // By id: the topic's own directory, read fresh.
-                None => {
-                    match topic::read_meta(self.vfs.as_ref(), &id.hyphenated().to_string()).await {
-                        Ok(m) => Ok(Some(m)),
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                        Err(e) => Err(lookup_error(&e)),
-                    }
-                }
+                None => self.meta_by_id(id).await,
             };
             let result = DeletableTopicResult::default()
                 .with_name(name.as_deref().map(topic_name))

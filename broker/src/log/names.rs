@@ -98,15 +98,15 @@ async fn newest(vfs: &dyn Vfs, name: &str) -> io::Result<u32> {
     if !exists(vfs, name, 1).await? {
         return Ok(0);
     }
-    let (mut lo, mut hi) = (1u32, 2u32);
+    newest_from(vfs, name, 1).await
+}
+
+/// [`newest`] when generation `lo` is known to exist.
+async fn newest_from(vfs: &dyn Vfs, name: &str, mut lo: u32) -> io::Result<u32> {
+    let mut hi = lo.checked_mul(2).ok_or_else(|| too_many(name))?;
     while exists(vfs, name, hi).await? {
         lo = hi;
-        hi = hi.checked_mul(2).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("topic name {name:?}: too many generations"),
-            )
-        })?;
+        hi = hi.checked_mul(2).ok_or_else(|| too_many(name))?;
     }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
@@ -117,6 +117,13 @@ async fn newest(vfs: &dyn Vfs, name: &str) -> io::Result<u32> {
         }
     }
     Ok(lo)
+}
+
+fn too_many(name: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("topic name {name:?}: too many generations"),
+    )
 }
 
 /// The newest complete generation at or below `g`: what a reader takes.
@@ -182,8 +189,18 @@ pub(crate) async fn claim_name(
 /// claim, unless that is a release.
 pub async fn holder(vfs: &dyn Vfs, name: &str) -> io::Result<Option<String>> {
     let nobody = ClaimToken::fresh("reader");
-    let g = newest(vfs, name).await?;
-    Ok(match newest_complete(vfs, name, g, &nobody).await? {
+    // Every lookup of a topic by name comes here (each fetch and metadata
+    // request): the first generation is read, not only probed, so that a
+    // name claimed once costs two opens.
+    let first = slot(vfs, name, 1, &nobody).await?;
+    if matches!(first, Slot::Missing) {
+        return Ok(None);
+    }
+    let newest = match newest_from(vfs, name, 1).await? {
+        1 => Some(first),
+        g => newest_complete(vfs, name, g, &nobody).await?,
+    };
+    Ok(match newest {
         Some(Slot::Held { id, .. }) => Some(id),
         _ => None,
     })
@@ -404,5 +421,23 @@ mod tests {
             holder(v.as_ref(), "orders").await.unwrap().as_deref(),
             Some("id-c")
         );
+    }
+
+    #[tokio::test]
+    async fn looking_up_a_name_claimed_once_costs_two_opens() {
+        let inner: std::sync::Arc<dyn Vfs> = std::sync::Arc::new(volume().await);
+        let a = ClaimToken::fresh("a");
+        assert_eq!(
+            claim_name(inner.as_ref(), "orders", "id-a", &a)
+                .await
+                .unwrap(),
+            NameClaim::Won
+        );
+        let counting = vfs::testkit::Counting::new(inner);
+        assert_eq!(
+            holder(&counting, "orders").await.unwrap().as_deref(),
+            Some("id-a")
+        );
+        assert_eq!(counting.counts.get(&counting.counts.opens), 2);
     }
 }
