@@ -81,6 +81,41 @@ pub struct Config {
     )]
     pub group_initial_rebalance_delay_ms: u64,
 
+    /// The shortest and longest session timeout a JoinGroup may ask for
+    /// (group.min.session.timeout.ms, group.max.session.timeout.ms).
+    #[arg(
+        long,
+        env = "KAAS_GROUP_MIN_SESSION_TIMEOUT_MS",
+        default_value_t = 6000
+    )]
+    pub group_min_session_timeout_ms: u64,
+    #[arg(
+        long,
+        env = "KAAS_GROUP_MAX_SESSION_TIMEOUT_MS",
+        default_value_t = 1_800_000
+    )]
+    pub group_max_session_timeout_ms: u64,
+
+    /// Consumer-protocol groups (KIP-848): a member that sends no heartbeat
+    /// for this long is fenced (group.consumer.session.timeout.ms) ...
+    #[arg(
+        long,
+        env = "KAAS_GROUP_CONSUMER_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub group_consumer_session_timeout_ms: u64,
+
+    /// ... and members are asked to send one this often
+    /// (group.consumer.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "KAAS_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5000,
+        value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64)
+    )]
+    pub group_consumer_heartbeat_interval_ms: u64,
+
     /// Producer ids one claim on the volume reserves for this broker (Kafka
     /// hands them out in blocks of 1000 too). Smaller blocks mean more
     /// claims; the simulator uses tiny ones so that brokers race for them.
@@ -172,6 +207,26 @@ impl Config {
                 "group.initial.rebalance.delay.ms",
                 self.group_initial_rebalance_delay_ms.to_string(),
                 "group_initial_rebalance_delay_ms",
+            ),
+            entry(
+                "group.min.session.timeout.ms",
+                self.group_min_session_timeout_ms.to_string(),
+                "group_min_session_timeout_ms",
+            ),
+            entry(
+                "group.max.session.timeout.ms",
+                self.group_max_session_timeout_ms.to_string(),
+                "group_max_session_timeout_ms",
+            ),
+            entry(
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_session_timeout_ms.to_string(),
+                "group_consumer_session_timeout_ms",
+            ),
+            entry(
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_heartbeat_interval_ms.to_string(),
+                "group_consumer_heartbeat_interval_ms",
             ),
         ]
     }

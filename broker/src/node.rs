@@ -164,7 +164,16 @@ impl Node {
                 // The broker's own clock: in the simulator it is skewed and
                 // jumps, and commit timestamps must see that too.
                 clock: config.wall_clock.clone(),
-                ..GroupConfig::default()
+                min_session_timeout: Duration::from_millis(config.group_min_session_timeout_ms),
+                max_session_timeout: Duration::from_millis(config.group_max_session_timeout_ms),
+                consumer: crate::groups::consumer::Settings {
+                    session_timeout: Duration::from_millis(
+                        config.group_consumer_session_timeout_ms,
+                    ),
+                    heartbeat_interval: Duration::from_millis(
+                        config.group_consumer_heartbeat_interval_ms,
+                    ),
+                },
             },
         ));
         let timers = tokio::spawn(coordinators.clone().run_timers());

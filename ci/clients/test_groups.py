@@ -35,6 +35,12 @@ BROKER_FLAGS = [
     "4",
     "--group-initial-rebalance-delay-ms",
     "500",
+    # Consumer-protocol (KIP-848) members heartbeat every second and are
+    # fenced after 10 s of silence.
+    "--group-consumer-heartbeat-interval-ms",
+    "1000",
+    "--group-consumer-session-timeout-ms",
+    "10000",
 ]
 # The broker refuses consumer sessions under 6 s.
 SESSION_MS = 10000
@@ -160,16 +166,20 @@ def ck_produce(bootstrap, topic, numbers, partitions):
     return set(numbers)
 
 
-def ck_consumer(bootstrap, group, **extra):
+def ck_consumer(bootstrap, group, protocol="classic", **extra):
+    """A confluent-kafka consumer of the classic group protocol, or of the
+    consumer protocol (KIP-848), whose session timeout is the broker's."""
     from confluent_kafka import Consumer
 
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
+        "group.protocol": protocol,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": SESSION_MS,
     }
+    if protocol == "classic":
+        conf["session.timeout.ms"] = SESSION_MS
     conf.update(extra)
     return Consumer(conf)
 
@@ -474,7 +484,8 @@ def _committed_or_none(consumer, tps):
     return {tp.partition: tp.offset for tp in res}
 
 
-def test_group_survives_its_coordinator_being_killed(cluster):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_survives_its_coordinator_being_killed(cluster, protocol):
     from confluent_kafka import ConsumerGroupState, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -529,7 +540,7 @@ def test_group_survives_its_coordinator_being_killed(cluster):
             assert time.time() < deadline, f"{what} (commit failures: {commit_failures[:5]})"
             pump(members)
 
-    members = [ck_consumer(bootstrap, group) for _ in range(2)]
+    members = [ck_consumer(bootstrap, group, protocol) for _ in range(2)]
     for m in members:
         m.subscribe([topic])
     consume_everything(members, 60, "the group consuming the first batch")
@@ -561,7 +572,7 @@ def test_group_survives_its_coordinator_being_killed(cluster):
     for m in members:
         m.close()
     produced |= ck_produce(bootstrap, topic, range(1200, 1800), P)
-    members = [ck_consumer(bootstrap, group) for _ in range(2)]
+    members = [ck_consumer(bootstrap, group, protocol) for _ in range(2)]
     for m in members:
         m.subscribe([topic])
     consume_everything(members, 60, "new members consuming the rest")

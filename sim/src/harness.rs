@@ -45,6 +45,8 @@ pub struct Options {
     pub id_racer: bool,
     /// Whether a client commits offsets all the time (`workload::committer`).
     pub committer: bool,
+    /// Whether the members of a consumer-protocol group run (`next_members`).
+    pub next_members: bool,
     /// Whether the idempotent producer and the trimmer wait for a produce
     /// answer as long as Kafka's producers do (`request.timeout.ms`, 30 s)
     /// rather than the simulator's 4 s: the answer of a leader frozen past
@@ -89,6 +91,7 @@ impl Options {
             trimmer: true,
             id_racer: true,
             committer: true,
+            next_members: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -317,6 +320,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "ids-0",
         "committer-0",
         "lag-reader-0",
+        "next-member-0",
+        "next-member-1",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
@@ -325,6 +330,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     .filter(|role| {
         opts.committer || !role.starts_with("committer-") && !role.starts_with("lag-reader-")
     })
+    .filter(|role| opts.next_members || !role.starts_with("next-member-"))
     .enumerate()
     {
         let node = handle
@@ -361,6 +367,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "ids-0" => workload::id_racer(session, faults_end).await,
                 "committer-0" => workload::committer(session, faults_end).await,
                 "lag-reader-0" => workload::lag_reader(session, faults_end).await,
+                "next-member-0" | "next-member-1" => {
+                    crate::next_members::next_member(session, faults_end).await
+                }
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }
@@ -968,6 +977,12 @@ fn start_broker(
         "0".to_owned(),
         "--producer-id-block".to_owned(),
         producer_id_block.to_string(),
+        // Consumer-protocol members (`next_members`) heartbeat every
+        // second; their session is `next_members::SESSION`.
+        "--group-consumer-heartbeat-interval-ms".to_owned(),
+        "1000".to_owned(),
+        "--group-consumer-session-timeout-ms".to_owned(),
+        crate::next_members::SESSION.as_millis().to_string(),
     ])
     .expect("simulator builds a valid broker config");
     let config = Config {

@@ -16,7 +16,8 @@
 //! | `harness` | one seeded run: brokers, clients, the fault timeline, liveness, end-of-run checks of the volume |
 //! | `client` | a small Kafka client over simulated TCP |
 //! | `workload` | producers, the consumer, the committer and the lag reader of its group, the churning admin, the producer-id racer, the final reader; the history |
-//! | `members` | consumer group members |
+//! | `members` | consumer group members (classic protocol) |
+//! | `next_members` | members of a consumer-protocol group (KIP-848), for consumer-group-overlap |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
@@ -50,6 +51,8 @@ pub mod harness;
 pub(crate) mod manifests;
 #[cfg(madsim)]
 pub mod members;
+#[cfg(madsim)]
+pub(crate) mod next_members;
 #[cfg(madsim)]
 pub mod nfs_hook;
 #[cfg(not(madsim))]

@@ -165,6 +165,7 @@ impl Scenario {
         // producers and tiny id blocks: they replay as they were recorded.
         opts.id_racer = false;
         opts.committer = false;
+        opts.next_members = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

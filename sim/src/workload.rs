@@ -95,6 +95,15 @@ pub enum Event {
         file_epoch: Option<u32>,
         newest_epoch: u32,
     },
+    /// What a consumer-protocol member holds from now on: exactly
+    /// `partitions`, until its next `Holds` or until `until` (the send time
+    /// of its last answered heartbeat plus the session timeout), whichever
+    /// comes first.
+    Holds {
+        member: String,
+        partitions: Vec<i32>,
+        until: Duration,
+    },
     /// A group member's assignment for one generation.
     Assigned {
         member: String,
@@ -223,6 +232,14 @@ pub fn describe(e: &Event) -> String {
             generation,
             partitions,
         } => format!("{member} generation {generation} owns {partitions:?}"),
+        Event::Holds {
+            member,
+            partitions,
+            until,
+        } => format!(
+            "next-group member {member} holds {partitions:?} until {:.3}s",
+            until.as_secs_f64()
+        ),
         Event::ChurnRead {
             incarnation,
             values,
@@ -344,6 +361,8 @@ pub struct Session {
     pub request_timeout: Duration,
     /// How long an OffsetCommit waits for its answer.
     pub commit_timeout: Duration,
+    /// The OffsetCommit version: 9 for consumer-protocol members (KIP-848).
+    pub commit_version: i16,
 }
 
 /// Kafka clients' default `request.timeout.ms`.
@@ -398,6 +417,7 @@ impl Session {
             volume_errors: None,
             request_timeout: crate::client::CALL_TIMEOUT,
             commit_timeout: COMMIT_TIMEOUT,
+            commit_version: 7,
         }
     }
 
@@ -713,7 +733,7 @@ impl Session {
                 self.commit_timeout,
                 to,
                 ApiKey::OffsetCommit,
-                7,
+                self.commit_version,
                 RequestKind::OffsetCommit(req),
             )
             .await

@@ -57,12 +57,21 @@ impl Api {
                     .with_port(port),
             );
         }
+        // v10+ may name a topic by its id alone (KIP-516); librdkafka does
+        // for the topics a consumer-protocol group assigned it.
+        let mut ids = Vec::new();
         let requested: Option<Vec<String>> = match req.topics {
             None => None,
             Some(t) if t.is_empty() && version == 0 => None,
             Some(t) => Some(
                 t.into_iter()
-                    .filter_map(|t| t.name.map(|n| name_of(&n).to_owned()))
+                    .filter_map(|t| match t.name {
+                        Some(n) => Some(name_of(&n).to_owned()),
+                        None => {
+                            ids.extend(Some(t.topic_id).filter(|id| !id.is_nil()));
+                            None
+                        }
+                    })
                     .collect(),
             ),
         };
@@ -85,10 +94,24 @@ impl Api {
         self.await_leaders(&created, Instant::now() + LEADERS_WAIT)
             .await;
         let a = self.current();
-        let topics = found
+        let mut topics: Vec<MetadataResponseTopic> = found
             .into_iter()
             .map(|(name, meta)| self.topic_metadata(&name, meta, a.as_ref(), version))
             .collect();
+        for id in ids {
+            topics.push(match self.meta_by_id(id).await {
+                Ok(Some(m)) => {
+                    let name = m.name.clone();
+                    self.topic_metadata(&name, Found::Exists(m), a.as_ref(), version)
+                }
+                Ok(None) => MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(code(ResponseError::UnknownTopicId)),
+                Err(e) => MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(e),
+            });
+        }
         MetadataResponse::default()
             .with_brokers(brokers)
             .with_controller_id(BrokerId(match &a {

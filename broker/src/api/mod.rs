@@ -24,6 +24,7 @@
 //! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | `producer_id` | InitProducerId |
 //! | `coordinator` | FindCoordinator (the group APIs are `crate::groups::api`) |
+//! | `group_topics` | ConsumerGroupHeartbeat, ConsumerGroupDescribe: the topics they assign from (the rest is `crate::groups::consumer_api`) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -47,6 +48,7 @@ use crate::protocol::{Handler, versions};
 mod configs;
 mod coordinator;
 mod fetch;
+mod group_topics;
 mod leader_epoch;
 mod list_offsets;
 mod metadata;
@@ -84,6 +86,8 @@ pub struct Api {
     assignment: watch::Receiver<Option<Assignment>>,
     /// Topic name -> (id, partitions) as last looked up, for produce only.
     produce_names: std::sync::Mutex<BTreeMap<String, (String, u32)>>,
+    /// Topic id -> name, for the topics consumer-protocol groups see.
+    topic_names: std::sync::Mutex<BTreeMap<String, String>>,
     /// Woken when this broker created topics or partitions: the cluster
     /// loop then follows the controller (and, as controller, lists the
     /// topics) at once rather than at its next tick.
@@ -162,6 +166,7 @@ impl Api {
             coordinators,
             assignment,
             produce_names: std::sync::Mutex::new(BTreeMap::new()),
+            topic_names: std::sync::Mutex::new(BTreeMap::new()),
             created: Arc::new(Notify::new()),
         }
     }
@@ -399,6 +404,15 @@ impl Api {
             }
             RequestKind::OffsetDelete(r) => {
                 ResponseKind::OffsetDelete(self.coordinators.offset_delete(r).await)
+            }
+            RequestKind::ConsumerGroupHeartbeat(r) => {
+                let client = header.client_id.as_ref().map_or("", |c| c.as_str());
+                ResponseKind::ConsumerGroupHeartbeat(
+                    self.consumer_group_heartbeat(r, v, client).await,
+                )
+            }
+            RequestKind::ConsumerGroupDescribe(r) => {
+                ResponseKind::ConsumerGroupDescribe(self.consumer_group_describe(r).await)
             }
             RequestKind::OffsetForLeaderEpoch(r) => {
                 ResponseKind::OffsetForLeaderEpoch(self.offset_for_leader_epoch(r).await)

@@ -272,7 +272,7 @@ impl Coordinators {
     pub async fn offset_commit(
         &self,
         req: OffsetCommitRequest,
-        _version: i16,
+        version: i16,
         unknown: &BTreeSet<(String, i32)>,
     ) -> OffsetCommitResponse {
         let group_id = req.group_id.as_str().to_owned();
@@ -288,6 +288,7 @@ impl Coordinators {
                 req.member_id.as_str(),
                 req.group_instance_id.as_ref().map(|i| i.as_str()),
                 generation,
+                version,
             )?;
             let now_ms = self.config.clock.now_ms();
             let mut errors = BTreeMap::new();
@@ -365,14 +366,23 @@ impl Coordinators {
         &self,
         group_id: &str,
         topics: Option<Vec<(TopicName, Vec<i32>)>>,
+        member: Option<(&str, i32)>,
     ) -> Result<Vec<(TopicName, Vec<(i32, Option<OffsetRecord>)>)>, i16> {
         let slot = self.slot_for(group_id)?;
         let mut groups = slot.groups.lock().await;
-        let committed: BTreeMap<(String, i32), OffsetRecord> =
-            match slot.entry(&mut groups, group_id, false).await? {
-                Some(e) => e.group.offsets.clone(),
-                None => BTreeMap::new(),
-            };
+        let entry = slot.entry(&mut groups, group_id, false).await?;
+        // v9 (KIP-848): a member of a consumer-protocol group asks in its
+        // current epoch.
+        if let Some((member_id, epoch)) = member {
+            match entry.as_ref().and_then(|e| e.group.consumer.as_ref()) {
+                Some(c) => c.check_fetch(member_id, epoch)?,
+                None => return Err(code(ResponseError::UnknownMemberId)),
+            }
+        }
+        let committed: BTreeMap<(String, i32), OffsetRecord> = match entry {
+            Some(e) => e.group.offsets.clone(),
+            None => BTreeMap::new(),
+        };
         // Read first, then confirmed: a successor that took over in between
         // fails the confirmation, and one that did not acknowledged nothing.
         slot.confirm().await?;
@@ -411,30 +421,37 @@ impl Coordinators {
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                out.push(match self.fetch_offsets(g.group_id.as_str(), asked).await {
-                    Err(e) => group.with_error_code(e),
-                    Ok(rows) => group.with_topics(
-                        rows.into_iter()
-                            .map(|(name, parts)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(name)
-                                    .with_partitions(
-                                        parts
-                                            .into_iter()
-                                            .map(|(p, r)| {
-                                                let (o, e, m) = fields(r);
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(o)
-                                                    .with_committed_leader_epoch(e)
-                                                    .with_metadata(m)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
-                });
+                let member = g
+                    .member_id
+                    .as_ref()
+                    .filter(|_| g.member_epoch >= 0)
+                    .map(|m| (m.as_str(), g.member_epoch));
+                out.push(
+                    match self.fetch_offsets(g.group_id.as_str(), asked, member).await {
+                        Err(e) => group.with_error_code(e),
+                        Ok(rows) => group.with_topics(
+                            rows.into_iter()
+                                .map(|(name, parts)| {
+                                    OffsetFetchResponseTopics::default()
+                                        .with_name(name)
+                                        .with_partitions(
+                                            parts
+                                                .into_iter()
+                                                .map(|(p, r)| {
+                                                    let (o, e, m) = fields(r);
+                                                    OffsetFetchResponsePartitions::default()
+                                                        .with_partition_index(p)
+                                                        .with_committed_offset(o)
+                                                        .with_committed_leader_epoch(e)
+                                                        .with_metadata(m)
+                                                })
+                                                .collect(),
+                                        )
+                                })
+                                .collect(),
+                        ),
+                    },
+                );
             }
             return OffsetFetchResponse::default().with_groups(out);
         }
@@ -443,7 +460,7 @@ impl Coordinators {
                 .map(|t| (t.name, t.partition_indexes))
                 .collect()
         });
-        match self.fetch_offsets(req.group_id.as_str(), asked).await {
+        match self.fetch_offsets(req.group_id.as_str(), asked, None).await {
             Err(e) if version >= 2 => OffsetFetchResponse::default().with_error_code(e),
             // v1 has no top-level error: an empty answer, and the client retries.
             Err(_) => OffsetFetchResponse::default(),
@@ -481,29 +498,36 @@ impl Coordinators {
             .iter()
             .map(|s| s.as_str().to_lowercase())
             .collect();
-        // v5 (KIP-848) filters by group type; every kaas group is classic.
-        let classic_wanted = req.types_filter.is_empty()
-            || req
-                .types_filter
-                .iter()
-                .any(|t| t.as_str().eq_ignore_ascii_case("classic"));
+        // v5 (KIP-848) filters by group type: classic or consumer.
+        let types: Vec<String> = req
+            .types_filter
+            .iter()
+            .map(|t| t.as_str().to_lowercase())
+            .collect();
         let mut out = Vec::new();
-        for slot in self.led().into_iter().filter(|_| classic_wanted) {
+        for slot in self.led() {
             let groups = slot.groups.lock().await;
             for entry in groups.values() {
                 let g = &entry.group;
-                let state = g.phase.name();
+                let state = g.state_name();
                 if !states.is_empty() && !states.contains(&state.to_lowercase()) {
                     continue;
                 }
+                if !types.is_empty() && !types.iter().any(|t| t == g.group_type()) {
+                    continue;
+                }
+                let protocol_type = match &g.consumer {
+                    Some(_) => "consumer",
+                    None => g.protocol_type.as_deref().unwrap_or(""),
+                };
                 let mut listed = ListedGroup::default()
                     .with_group_id(GroupId(s(&g.id)))
-                    .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")));
+                    .with_protocol_type(s(protocol_type));
                 if version >= 4 {
                     listed = listed.with_group_state(s(state));
                 }
                 if version >= 5 {
-                    listed = listed.with_group_type(s("classic"));
+                    listed = listed.with_group_type(s(g.group_type()));
                 }
                 out.push(listed);
             }
@@ -530,6 +554,14 @@ impl Coordinators {
             out.push(match slot.entry(&mut groups, id.as_str(), false).await {
                 Err(e) => described.with_error_code(e),
                 Ok(None) => described.with_group_state(s("Dead")),
+                // As Kafka: a consumer-protocol group is described by
+                // ConsumerGroupDescribe.
+                Ok(Some(entry)) if entry.group.consumer.is_some() => described
+                    .with_error_code(code(ResponseError::GroupIdNotFound))
+                    .with_error_message(Some(s(&format!(
+                        "group {} is not a classic group",
+                        id.as_str()
+                    )))),
                 Ok(Some(entry)) => describe(&entry.group, described, version),
             });
         }

@@ -13,6 +13,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::consumer::ConsumerGroup;
 use super::store::{GroupRecord, MemberRecord, OffsetRecord};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +130,9 @@ pub struct Group {
     join_counter: u64,
     round_deadline: Option<Instant>,
     initial_until: Option<Instant>,
+    /// Set while the group is one of the consumer protocol (KIP-848); the
+    /// classic fields above are then unused.
+    pub consumer: Option<ConsumerGroup>,
 }
 
 fn err(e: ResponseError) -> i16 {
@@ -150,6 +154,7 @@ impl Group {
             join_counter: 0,
             round_deadline: None,
             initial_until: None,
+            consumer: None,
         }
     }
 
@@ -189,6 +194,7 @@ impl Group {
                 },
             );
         }
+        g.consumer = r.consumer.map(|c| ConsumerGroup::from_record(c, now));
         g.phase = if g.members.is_empty() {
             Phase::Empty
         } else {
@@ -229,11 +235,34 @@ impl Group {
                 Vec::new()
             },
             offsets: self.offsets.values().cloned().collect(),
+            consumer: self.consumer.as_ref().map(|c| c.state.clone()),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.phase == Phase::Empty
+        self.phase == Phase::Empty && self.consumer.as_ref().is_none_or(|c| c.is_empty())
+    }
+
+    /// A group with members of the consumer protocol.
+    pub fn is_consumer(&self) -> bool {
+        self.consumer.as_ref().is_some_and(|c| !c.is_empty())
+    }
+
+    /// The group type ListGroups reports (KIP-848).
+    pub fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// The state DescribeGroups and ListGroups report.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state_name(),
+            None => self.phase.name(),
+        }
     }
 
     /// Checks `member_id` (and its static instance id) against the group.
@@ -290,9 +319,11 @@ impl Group {
                 ..JoinResult::default()
             })
         };
-        if !self.common_protocol_ok(&req.protocol_type, &req.protocols) {
+        if self.is_consumer() || !self.common_protocol_ok(&req.protocol_type, &req.protocols) {
             return fail(err(ResponseError::InconsistentGroupProtocol), req.member_id);
         }
+        // An empty group of the consumer protocol becomes a classic one.
+        self.consumer = None;
         let member_id = if req.member_id.is_empty() {
             let id = new_member_id();
             if let Some(instance) = &req.instance_id {
@@ -721,7 +752,11 @@ impl Group {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        version: i16,
     ) -> Result<(), i16> {
+        if let Some(c) = &self.consumer {
+            return c.check_commit(member_id, generation, version);
+        }
         if generation < 0 && self.phase == Phase::Empty {
             return Ok(()); // manual assignment: no membership to check
         }
@@ -739,6 +774,9 @@ impl Group {
     pub(crate) fn subscribed(&self, topic: &str) -> bool {
         use kafka_protocol::messages::ConsumerProtocolSubscription;
         use kafka_protocol::protocol::Decodable;
+        if let Some(c) = &self.consumer {
+            return c.subscribed(topic);
+        }
         if self.protocol_type.as_deref() != Some("consumer") {
             return false;
         }
@@ -846,7 +884,7 @@ mod tests {
         assert_eq!(a.members.len(), 2, "the leader gets the roster");
         assert!(b.members.is_empty());
         assert_eq!(
-            g.check_commit("a", None, 1),
+            g.check_commit("a", None, 1, 9),
             Err(ResponseError::RebalanceInProgress.code())
         );
         let Synced::Wait(sb) = g.sync("b", None, 2, vec![], now) else {
@@ -868,12 +906,12 @@ mod tests {
             "empty assignments are valid"
         );
         assert_eq!(
-            g.check_commit("a", None, 1),
+            g.check_commit("a", None, 1, 9),
             Err(ResponseError::IllegalGeneration.code())
         );
-        assert_eq!(g.check_commit("a", None, 2), Ok(()));
+        assert_eq!(g.check_commit("a", None, 2, 9), Ok(()));
         assert_eq!(
-            g.check_commit("zz", None, 2),
+            g.check_commit("zz", None, 2, 9),
             Err(ResponseError::UnknownMemberId.code())
         );
 
@@ -908,7 +946,7 @@ mod tests {
         assert!(g.tick(now + Duration::from_secs(12), delay));
         assert_eq!((g.phase, g.generation), (Phase::Empty, 2));
         assert_eq!(
-            g.check_commit("", None, -1),
+            g.check_commit("", None, -1, 9),
             Ok(()),
             "manual commits once empty"
         );

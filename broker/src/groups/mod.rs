@@ -9,7 +9,10 @@
 //! only after a fresh check that no newer epoch was claimed.
 
 pub mod api;
+pub mod assignor;
 pub mod audit;
+pub mod consumer;
+mod consumer_api;
 pub mod group;
 pub mod store;
 
@@ -44,6 +47,8 @@ pub struct GroupConfig {
     pub max_session_timeout: Duration,
     /// For commit timestamps.
     pub clock: crate::clock::WallClock,
+    /// Groups of the consumer protocol (KIP-848).
+    pub consumer: consumer::Settings,
 }
 
 impl Default for GroupConfig {
@@ -53,6 +58,12 @@ impl Default for GroupConfig {
             min_session_timeout: Duration::from_millis(6000),
             max_session_timeout: Duration::from_secs(1800),
             clock: crate::clock::WallClock::default(),
+            // Kafka's group.consumer.session.timeout.ms and
+            // group.consumer.heartbeat.interval.ms.
+            consumer: consumer::Settings {
+                session_timeout: Duration::from_secs(45),
+                heartbeat_interval: Duration::from_secs(5),
+            },
         }
     }
 }
@@ -245,7 +256,14 @@ impl Slot {
             let Some(entry) = groups.get_mut(&id) else {
                 continue;
             };
-            if entry.group.tick(now, config.initial_rebalance_delay) {
+            let changed = match &mut entry.group.consumer {
+                Some(c) => {
+                    let topics = c.state.topics.clone();
+                    c.tick(now, config.consumer, &topics)
+                }
+                None => entry.group.tick(now, config.initial_rebalance_delay),
+            };
+            if changed {
                 let record = entry.group.record();
                 let _ = self.persist(entry, &record).await;
             }

@@ -30,6 +30,10 @@ pub struct GroupRecord {
     pub leader: Option<String>,
     pub members: Vec<MemberRecord>,
     pub offsets: Vec<OffsetRecord>,
+    /// A group of the consumer protocol (KIP-848): its epochs, target and
+    /// members. Files written before it existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<super::consumer::ConsumerRecord>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,7 @@
-//! Consumer groups (committed-offset-regression, commit-not-durable).
+//! Consumer groups (committed-offset-regression, commit-not-durable,
+//! consumer-group-overlap).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{Invariant, Judge, at};
@@ -56,6 +58,40 @@ impl<'a> Judge<'a> {
                 ));
             }
         }
+    }
+
+    /// A consumer-protocol member takes `partitions` at `t` (holding them
+    /// until `until`): none of those it did not hold already may still be
+    /// held by another member whose session has not lapsed.
+    pub(super) fn holds(
+        &mut self,
+        t: &Duration,
+        member: &'a str,
+        partitions: &[i32],
+        until: Duration,
+    ) {
+        let mine: BTreeSet<i32> = partitions.iter().copied().collect();
+        let before = self.holders.get(member).filter(|(_, u)| u > t);
+        let new: Vec<i32> = mine
+            .iter()
+            .copied()
+            .filter(|p| before.is_none_or(|(held, _)| !held.contains(p)))
+            .collect();
+        for p in new {
+            let other = self
+                .holders
+                .iter()
+                .find(|(m, (held, u))| **m != member && u > t && held.contains(&p))
+                .map(|(m, (_, u))| (m.to_string(), *u));
+            if let Some((other, u)) = other {
+                self.violate(Invariant::ConsumerGroupOverlap, format!(
+                    "partition {p} given to member {member} at {} while member {other} held it (its session lasting to {})",
+                    at(t),
+                    at(&u)
+                ));
+            }
+        }
+        self.holders.insert(member, (mine, until));
     }
 
     /// The last commit acknowledged by `sent` (when, offset), if `offset`

@@ -124,6 +124,8 @@ struct Judge<'a> {
     committed: BTreeMap<(&'a str, i32), Vec<(Duration, i64)>>,
     in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
     owners: BTreeMap<(i32, i32), &'a str>,
+    /// What each consumer-protocol member holds, and until when.
+    holders: BTreeMap<&'a str, (BTreeSet<i32>, Duration)>,
     epochs: BTreeMap<(u32, &'a str, i32), Answers<'a>>,
     regressed: BTreeSet<(u32, &'a str, i32)>,
     /// Producer ids handed out so far: who got each, from which broker, when.
@@ -144,6 +146,7 @@ impl<'a> Judge<'a> {
             committed: BTreeMap::new(),
             in_doubt: BTreeMap::new(),
             owners: BTreeMap::new(),
+            holders: BTreeMap::new(),
             epochs: BTreeMap::new(),
             regressed: BTreeSet::new(),
             admin_in_doubt: BTreeSet::new(),
@@ -240,6 +243,11 @@ impl<'a> Judge<'a> {
                     }
                 }
             }
+            Event::Holds {
+                member,
+                partitions,
+                until,
+            } => self.holds(t, member, partitions, *until),
             Event::ChurnRead {
                 incarnation,
                 values,
@@ -315,6 +323,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::Committed { .. } => &[I::CommittedOffsetRegression],
             Event::GroupOnVolume { .. } => &[I::CommitNotDurable],
             Event::Assigned { .. } => &[I::GroupExclusivity],
+            Event::Holds { partitions, .. } if !partitions.is_empty() => &[I::ConsumerGroupOverlap],
             Event::ChurnRead { .. } => &[I::RecreatedTopicNotEmpty],
             Event::DeletedRead { .. } => &[I::ReadFromDeletedTopic],
             Event::Metadata { .. } => &[I::EpochRegression],
