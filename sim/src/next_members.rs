@@ -1,8 +1,9 @@
 //! Simulated members of a consumer-protocol group (KIP-848): the
 //! coordinator assigns, the members reconcile by heartbeat. Each member
 //! heartbeats every second with the partitions it owns, lets go of revoked
-//! partitions at once (committing them first, as a Kafka consumer's
-//! revocation callback does), takes new ones from their committed offsets,
+//! partitions after a random while of up to 3 s (committing them first, as
+//! a Kafka consumer's revocation callback does; meanwhile it consumes them
+//! and lists them as owned), takes new ones from their committed offsets,
 //! consumes and commits in its member epoch (OffsetCommit v9). A member
 //! whose session lapsed (no answered heartbeat for the session timeout since
 //! the last answered one was sent) stops holding anything, as does one that
@@ -53,6 +54,9 @@ struct Member {
     lease: Duration,
     /// The id of `TOPIC`, from the first answer that assigned some of it.
     topic_id: Uuid,
+    /// Owned partitions the coordinator took away, let go of at `release_at`.
+    revoking: BTreeSet<i32>,
+    release_at: Duration,
 }
 
 impl Member {
@@ -65,6 +69,8 @@ impl Member {
             committed: Vec::new(),
             lease: Duration::ZERO,
             topic_id,
+            revoking: BTreeSet::new(),
+            release_at: Duration::ZERO,
         }
     }
 
@@ -86,6 +92,7 @@ fn holds(s: &Session, m: &Member) {
 
 /// Lets go of everything (fenced, lapsed or leaving).
 fn drop_all(s: &Session, m: &mut Member) {
+    m.revoking.clear();
     if !m.owned.is_empty() {
         m.owned.clear();
         m.committed.clear();
@@ -153,12 +160,13 @@ async fn commit(s: &mut Session, m: &mut Member, i: usize) {
     }
 }
 
-/// Takes the coordinator's answer: revoked partitions are committed and
-/// dropped, new ones start at their committed offsets. True if some were
-/// revoked (the member says so at once).
-async fn reconcile(s: &mut Session, m: &mut Member, r: &ConsumerGroupHeartbeatResponse) -> bool {
+/// Takes the coordinator's answer: new partitions start at their committed
+/// offsets; revoked ones are let go of only after a while (a consumer's
+/// revocation callback that takes its time), and meanwhile the member goes
+/// on consuming them and listing them as owned in its heartbeats.
+async fn reconcile(s: &mut Session, m: &mut Member, r: &ConsumerGroupHeartbeatResponse) {
     let Some(a) = &r.assignment else {
-        return false;
+        return;
     };
     // The group subscribes to one topic: any topic of an answer is it.
     if let Some(t) = a.topic_partitions.first() {
@@ -169,21 +177,16 @@ async fn reconcile(s: &mut Session, m: &mut Member, r: &ConsumerGroupHeartbeatRe
         .iter()
         .flat_map(|t| t.partitions.iter().copied())
         .collect();
-    let mut i = 0;
-    let mut revoked = false;
-    while i < m.owned.len() {
-        if target.contains(&m.owned[i].0) {
-            i += 1;
-            continue;
-        }
-        commit(s, m, i).await;
-        m.owned.remove(i);
-        m.committed.remove(i);
-        revoked = true;
+    let revoked: BTreeSet<i32> = m
+        .partitions()
+        .into_iter()
+        .filter(|p| !target.contains(p))
+        .collect();
+    if m.revoking.is_empty() && !revoked.is_empty() {
+        let ms = madsim::rand::thread_rng().gen_range(0..3000);
+        m.release_at = s.now() + Duration::from_millis(ms);
     }
-    if revoked {
-        holds(s, m);
-    }
+    m.revoking = revoked;
     let mut added = false;
     for p in target {
         if m.owned.iter().any(|(q, _)| *q == p) {
@@ -199,7 +202,27 @@ async fn reconcile(s: &mut Session, m: &mut Member, r: &ConsumerGroupHeartbeatRe
     if added {
         holds(s, m);
     }
-    revoked
+}
+
+/// Lets go of the revoked partitions once their time came: commits them,
+/// drops them. True if it did (the member says so at once).
+async fn release(s: &mut Session, m: &mut Member) -> bool {
+    if m.revoking.is_empty() || s.now() < m.release_at {
+        return false;
+    }
+    let mut i = 0;
+    while i < m.owned.len() {
+        if !m.revoking.contains(&m.owned[i].0) {
+            i += 1;
+            continue;
+        }
+        commit(s, m, i).await;
+        m.owned.remove(i);
+        m.committed.remove(i);
+    }
+    m.revoking.clear();
+    holds(s, m);
+    true
 }
 
 /// One member of [`NEXT_GROUP`] until `until`.
@@ -215,6 +238,9 @@ pub(crate) async fn next_member(mut s: Session, until: Duration) {
             tracing::debug!(member = %m.id, "session lapsed: letting go");
             drop_all(&s, &mut m);
             m.epoch = 0;
+        }
+        if release(&mut s, &mut m).await {
+            last_beat = None;
         }
         if last_beat.is_none_or(|b| s.now() >= b + HEARTBEAT) {
             if m.epoch > 0 && madsim::rand::thread_rng().gen_ratio(1, 40) {
@@ -237,9 +263,8 @@ pub(crate) async fn next_member(mut s: Session, until: Duration) {
                     m.epoch = r.member_epoch;
                     m.lease = sent + SESSION;
                     let before = m.partitions();
-                    if reconcile(&mut s, &mut m, &r).await {
-                        last_beat = None;
-                    } else if m.partitions() == before && !before.is_empty() {
+                    reconcile(&mut s, &mut m, &r).await;
+                    if m.partitions() == before && !before.is_empty() {
                         holds(&s, &m); // the lease moved on
                     }
                 }

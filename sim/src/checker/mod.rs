@@ -419,6 +419,39 @@ mod tests {
         (Duration::from_secs(1), e)
     }
 
+    /// A consumer-protocol member holding `partitions` from `at` to `until`
+    /// seconds.
+    fn holds(at: u64, member: &str, partitions: &[i32], until: u64) -> (Duration, Event) {
+        (
+            Duration::from_secs(at),
+            Event::Holds {
+                member: member.into(),
+                partitions: partitions.to_vec(),
+                until: Duration::from_secs(until),
+            },
+        )
+    }
+
+    #[test]
+    fn a_partition_moves_once_its_holder_let_go_or_lapsed() {
+        let l = logs(&[(0, &[(0, "a", 1), (1, "b", 1), (2, "c", 1)])]);
+        let released = vec![
+            holds(1, "m1", &[0, 1], 11),
+            holds(2, "m1", &[0], 11),
+            holds(3, "m2", &[1], 13),
+        ];
+        assert_eq!(check(&released, &l), Vec::<String>::new());
+        let lapsed = vec![holds(1, "m1", &[0, 1], 11), holds(12, "m2", &[0, 1], 22)];
+        assert_eq!(check(&lapsed, &l), Vec::<String>::new());
+        // m1's lease renewed with the same partitions: still held.
+        let renewed = vec![
+            holds(1, "m1", &[0], 11),
+            holds(10, "m1", &[0], 20),
+            holds(12, "m2", &[0], 22),
+        ];
+        assert_eq!(names(&check(&renewed, &l)), ["consumer-group-overlap"]);
+    }
+
     /// Broker 0 answering, between `sent` and `got` seconds, that `leader`
     /// leads partition 0 in `epoch`.
     fn metadata(leader: i32, epoch: i32, sent: u64, got: u64) -> (Duration, Event) {
@@ -642,6 +675,15 @@ mod tests {
                         generation: 3,
                         partitions: vec![1, 2],
                     }),
+                ],
+                clean_log.clone(),
+            ),
+            (
+                "consumer-group-overlap",
+                vec![
+                    holds(1, "m1", &[0, 1], 11),
+                    holds(2, "m2", &[2], 12),
+                    holds(3, "m2", &[1, 2], 13),
                 ],
                 clean_log.clone(),
             ),
