@@ -21,7 +21,7 @@ use super::election::{self, Holder};
 use super::placement::{self, Leadership, PartitionKey};
 use crate::heartbeat;
 use crate::layout::BROKERS_DIR;
-use crate::log::topic;
+use crate::log::{names, topic};
 
 /// What this broker is after a tick.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -427,11 +427,26 @@ async fn list_partitions(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e),
     };
+    let known: BTreeSet<&str> = before.iter().map(|(id, _)| id.as_str()).collect();
     for entry in listing {
         if entry.name.starts_with('.') || entry.name == "names" {
             continue;
         }
         match topic::read_meta(vfs, &entry.name).await {
+            // A new topic gets leaders only once its name is durably its own:
+            // until then (not claimed yet, lost the name, or the claim not
+            // confirmable now) it is left for a later listing.
+            Ok(meta) if !known.contains(meta.id.as_str()) => {
+                match names::confirm(vfs, &meta.name, &meta.id).await {
+                    Ok(true) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
+                    Ok(false) => {
+                        tracing::debug!(topic_id = %meta.id, name = %meta.name, "topic not named (yet); no leaders for it")
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic_id = %meta.id, error = %e, "topic name not confirmed; no leaders for it yet")
+                    }
+                }
+            }
             Ok(meta) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {} // deleted meanwhile
             Err(e) => {
@@ -448,6 +463,24 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use vfs::OpenOptions;
+
+    #[tokio::test]
+    async fn a_new_topic_gets_partitions_only_once_its_name_is_its_own() {
+        let v = vfs::MemVfs::new();
+        v.mkdir(Path::new(topic::TOPICS_DIR)).await.unwrap();
+        v.mkdir(Path::new(crate::layout::NAMES_DIR)).await.unwrap();
+        let named = topic::create_topic(&v, "named", 2).await.unwrap();
+        let unnamed = topic::create_topic(&v, "unnamed", 1).await.unwrap();
+        // Its name released: a topic directory no name leads to.
+        assert!(names::release(&v, "unnamed", &unnamed.id).await.unwrap());
+        let listed = list_partitions(&v, &BTreeSet::new()).await.unwrap();
+        let want: BTreeSet<PartitionKey> = (0..2).map(|p| (named.id.clone(), p)).collect();
+        assert_eq!(listed, want);
+        // A topic an earlier listing knew keeps its partitions.
+        let before: BTreeSet<PartitionKey> = [(unnamed.id.clone(), 0)].into();
+        let listed = list_partitions(&v, &before).await.unwrap();
+        assert!(listed.contains(&(unnamed.id.clone(), 0)));
+    }
 
     #[tokio::test]
     async fn an_unreadable_topic_meta_keeps_its_partitions_and_spares_the_others() {

@@ -206,6 +206,28 @@ pub async fn holder(vfs: &dyn Vfs, name: &str) -> io::Result<Option<String>> {
     })
 }
 
+/// Makes `name`'s claim by topic `id` durable, if `id` holds the name:
+/// true then. Its creator may have crashed between writing the claim and
+/// fsyncing it, and a server restart would then take the name from a
+/// topic that clients already write to (found by the simulator: `events`
+/// resolved to its topic for a while, then to nothing). The controller runs
+/// this before it gives a new topic leaders, so no write is acknowledged to
+/// a topic whose name could vanish.
+pub async fn confirm(vfs: &dyn Vfs, name: &str, id: &str) -> io::Result<bool> {
+    let nobody = ClaimToken::fresh("reader");
+    let g = newest(vfs, name).await?;
+    for e in (1..=g).rev() {
+        match slot(vfs, name, e, &nobody).await? {
+            Slot::Missing | Slot::Undecided => {}
+            Slot::Held { id: have, .. } if have == id => {
+                return vfs::durable::make_durable(vfs, &path(name, e)).await;
+            }
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
 /// Releases `name` if topic `id` holds it: true once nobody holds it
 /// (released now, or earlier by anyone), false when another topic does.
 /// Idempotent, and safe to run by several brokers at once: the release is
@@ -439,5 +461,61 @@ mod tests {
             Some("id-a")
         );
         assert_eq!(counting.counts.get(&counting.counts.opens), 2);
+    }
+
+    /// A name claim whose creator crashed after writing it and before
+    /// fsyncing it: other hosts see it (its pages reached the server), and
+    /// a server restart takes it back unless a reader confirmed it.
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn a_confirmed_name_survives_its_creators_crash_and_a_server_restart() {
+        use vfs::model::{Faults, ModelNfs, NfsConfig};
+        for confirmed in [false, true] {
+            let config = NfsConfig {
+                faults: Faults {
+                    crash_landed_probability: 1.0,
+                    ..Faults::default()
+                },
+                ..NfsConfig::default()
+            };
+            let nfs = ModelNfs::new(config, 1);
+            let (creator, reader) = (nfs.host(1), nfs.host(2));
+            for dir in ["topics", crate::layout::NAMES_DIR] {
+                reader.mkdir(Path::new(dir)).await.unwrap();
+            }
+            // The bytes a claim of "events" for topic id-a holds, made
+            // durably under another name, then written as the creator's
+            // claim without an fsync.
+            let scratch = path("scratch", 1);
+            let token = ClaimToken::fresh("id-a");
+            vfs::durable::claim(&reader, &scratch, &token, b"id-a")
+                .await
+                .unwrap();
+            let bytes = vfs::read_file(&reader, &scratch).await.unwrap();
+            let file = creator
+                .open(&path("events", 1), OpenOptions::create_new())
+                .await
+                .unwrap();
+            file.write_at(0, bytes::Bytes::from(bytes)).await.unwrap();
+            nfs.crash_host(1);
+            assert_eq!(
+                holder(&reader, "events").await.unwrap().as_deref(),
+                Some("id-a")
+            );
+            if confirmed {
+                assert!(confirm(&reader, "events", "id-a").await.unwrap());
+                assert!(!confirm(&reader, "events", "id-b").await.unwrap());
+            }
+            nfs.restart_server();
+            let after = holder(&reader, "events").await.unwrap();
+            if confirmed {
+                assert_eq!(after.as_deref(), Some("id-a"));
+            } else {
+                assert_eq!(
+                    after, None,
+                    "the unconfirmed claim is gone: why confirm exists"
+                );
+            }
+        }
     }
 }

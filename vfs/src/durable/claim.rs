@@ -100,6 +100,28 @@ pub async fn fill_slot(
     written.and(closed)
 }
 
+/// Makes the complete claim in `slot` durable, whoever reads it. Its writer
+/// may have crashed between writing and fsyncing it: other hosts see the
+/// claim once the data reaches the server, and a server restart before any
+/// COMMIT takes it back, after readers acted on it. Writing the same bytes
+/// again and fsyncing commits them. `false`, and nothing written, when the
+/// slot holds no complete claim.
+pub async fn make_durable(vfs: &dyn Vfs, slot: &Path) -> io::Result<bool> {
+    let data = read_file(vfs, slot).await?;
+    if open_envelope(KIND, &data).is_err() {
+        return Ok(false);
+    }
+    let file = vfs.open(slot, OpenOptions::write()).await?;
+    let written = async {
+        file.write_at(0, Bytes::from(data)).await?;
+        file.fsync().await
+    }
+    .await;
+    let closed = file.close().await;
+    written.and(closed)?;
+    Ok(true)
+}
+
 /// Reads who holds `slot`, from the point of view of `token`.
 pub async fn read_claim(vfs: &dyn Vfs, slot: &Path, token: &ClaimToken) -> io::Result<Claim> {
     let data = read_file(vfs, slot).await?;
