@@ -3,12 +3,8 @@
 //! coordinator can neither acknowledge nor damage anything.
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use broker::cluster::assignment::{Assignment, COORDINATOR_SLOTS};
-use broker::cluster::placement::Leadership;
-use broker::groups::{Coordinators, GroupConfig};
+use broker::cluster::assignment::COORDINATOR_SLOTS;
+use broker::groups::Coordinators;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
@@ -20,43 +16,10 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
     SyncGroupRequest, TopicName,
 };
-use vfs::Vfs;
 use vfs::model::{ModelNfs, NfsConfig};
 
 mod common;
-use common::{live, s};
-
-/// Every slot led by `leader` in coordinator epoch `epoch`.
-fn assignment(leader: u32, epoch: u32) -> Assignment {
-    Assignment {
-        controller_epoch: 1,
-        version: u64::from(epoch),
-        controller: leader,
-        brokers: live((1..=3).map(|b| (b, 1))),
-        coordinators: (0..COORDINATOR_SLOTS)
-            .map(|slot| {
-                (
-                    slot,
-                    Leadership {
-                        leader,
-                        leader_epoch: epoch,
-                    },
-                )
-            })
-            .collect(),
-        ..Assignment::default()
-    }
-}
-
-async fn coordinator(nfs: &ModelNfs, broker: u32) -> Coordinators {
-    let vfs: Arc<dyn Vfs> = Arc::new(nfs.host(broker));
-    common::prepared(vfs.as_ref()).await;
-    let config = GroupConfig {
-        initial_rebalance_delay: Duration::ZERO,
-        ..GroupConfig::default()
-    };
-    Coordinators::new(vfs, broker, config)
-}
+use common::{assignment, coordinator, s};
 
 async fn commit(c: &Coordinators, generation: i32, member: &str, offset: i64) -> i16 {
     let req = OffsetCommitRequest::default()

@@ -186,3 +186,31 @@ def test_the_two_protocols_do_not_share_a_live_group(cluster, first):
     assert error is not None, "the second member is told"
     assert error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL or (
         error.code() == KafkaError._FATAL and "group id does not exist" in error.str()), error
+
+
+def test_the_range_assignor_co_partitions(cluster):
+    """group.remote.assignor=range: each member gets the same partition
+    numbers of two topics with as many partitions (Kafka's range)."""
+    c = cluster(1, "kip848-range")
+    bootstrap = c.bootstrap()
+    t1, t2 = topic_name(), topic_name()
+    for t in (t1, t2):
+        create_topic(bootstrap, t, 4)
+    group = group_name()
+    members = []
+    for _ in range(2):
+        m = ck_consumer(bootstrap, group, "consumer", **{"group.remote.assignor": "range"})
+        m.subscribe([t1, t2])
+        members.append(m)
+    ledger = Ledger()
+
+    def split(ms):
+        by = [{(tp.topic, tp.partition) for tp in m.assignment()} for m in ms]
+        return by if all(len(b) == 4 for b in by) else None
+
+    by = wait_until(lambda: ledger.pump(members) or split(members), 30, "a range split")
+    for owned in by:
+        assert {p for t, p in owned if t == t1} == {p for t, p in owned if t == t2}, by
+    assert by[0].isdisjoint(by[1])
+    for m in members:
+        m.close()

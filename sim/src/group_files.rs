@@ -1,4 +1,5 @@
-//! The observer's look at the committer's group on the volume, as a new
+//! The observer's look at the committer's group (and the consumer-protocol
+//! group's holders) on the volume, as a new
 //! coordinator would load it (`broker::groups::audit`), every [`EVERY`]
 //! for the whole run; the checker holds each look against the commits
 //! acknowledged before it began (commit-not-durable). A commit a deposed
@@ -13,20 +14,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 use vfs::Vfs;
 
+use broker::groups::audit::SuccessorView;
+
+use crate::next_members::NEXT_GROUP;
 use crate::workload::{COMMITTER_GROUP, Event, History, PARTITIONS, TOPIC};
 
 const EVERY: Duration = Duration::from_millis(300);
 
 pub(crate) async fn watch(vfs: Arc<dyn Vfs>, history: History, start: Instant) {
-    let mut interval = tokio::time::interval(EVERY);
-    loop {
-        interval.tick().await;
-        let sent = start.elapsed();
-        // EIO and friends: the volume said no this time.
-        let Ok(found) = broker::groups::audit::successor_view(vfs.as_ref(), COMMITTER_GROUP).await
-        else {
-            continue;
-        };
+    look(vfs, history, start, COMMITTER_GROUP, |found, sent| {
         let offsets = (0..PARTITIONS)
             .map(|p| {
                 let offset = found
@@ -41,15 +37,61 @@ pub(crate) async fn watch(vfs: Arc<dyn Vfs>, history: History, start: Instant) {
                 (p, offset)
             })
             .collect();
-        history.record(
-            start.elapsed(),
-            Event::GroupOnVolume {
-                group: COMMITTER_GROUP.to_owned(),
-                sent,
-                offsets,
-                file_epoch: found.record.as_ref().map(|(_, e)| *e),
-                newest_epoch: found.newest_epoch,
-            },
-        );
+        Event::GroupOnVolume {
+            group: COMMITTER_GROUP.to_owned(),
+            sent,
+            offsets,
+            file_epoch: found.record.as_ref().map(|(_, e)| *e),
+            newest_epoch: found.newest_epoch,
+        }
+    })
+    .await
+}
+
+/// The same look at the consumer-protocol group (`next_members`): who holds
+/// which partition in the file (holding-not-durable).
+pub(crate) async fn watch_holders(vfs: Arc<dyn Vfs>, history: History, start: Instant) {
+    look(vfs, history, start, NEXT_GROUP, |found, sent| {
+        let members = found
+            .record
+            .and_then(|(r, _)| r.consumer)
+            .map(|c| c.members)
+            .unwrap_or_default();
+        let holders = members
+            .into_iter()
+            .map(|(id, m)| {
+                let partitions = m
+                    .assigned
+                    .iter()
+                    .chain(&m.revoking)
+                    .filter(|(t, _)| t == TOPIC)
+                    .map(|(_, p)| *p)
+                    .collect();
+                (id, partitions)
+            })
+            .collect();
+        Event::HoldersOnVolume { sent, holders }
+    })
+    .await
+}
+
+/// Reads `group` as a successor would every [`EVERY`] and records what
+/// `event` makes of each read that the volume answered.
+async fn look(
+    vfs: Arc<dyn Vfs>,
+    history: History,
+    start: Instant,
+    group: &str,
+    event: impl Fn(SuccessorView, Duration) -> Event,
+) {
+    let mut interval = tokio::time::interval(EVERY);
+    loop {
+        interval.tick().await;
+        let sent = start.elapsed();
+        // EIO and friends: the volume said no this time.
+        let Ok(found) = broker::groups::audit::successor_view(vfs.as_ref(), group).await else {
+            continue;
+        };
+        history.record(start.elapsed(), event(found, sent));
     }
 }

@@ -294,6 +294,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             start,
         ));
     }
+    if opts.next_members {
+        observer.spawn(crate::group_files::watch_holders(
+            Arc::new(nfs.host(OBSERVER_HOST)),
+            history.clone(),
+            start,
+        ));
+    }
     if opts.trimmer {
         observer.spawn(crate::manifests::watch(
             Arc::new(nfs.host(OBSERVER_HOST)),

@@ -104,6 +104,13 @@ pub enum Event {
         partitions: Vec<i32>,
         until: Duration,
     },
+    /// Who holds which partition of the consumer-protocol group in the
+    /// file a new coordinator would load (the partitions each member was
+    /// given or has not let go of), read by the observer from `sent` on.
+    HoldersOnVolume {
+        sent: Duration,
+        holders: Vec<(String, Vec<i32>)>,
+    },
     /// A group member's assignment for one generation.
     Assigned {
         member: String,
@@ -232,6 +239,9 @@ pub fn describe(e: &Event) -> String {
             generation,
             partitions,
         } => format!("{member} generation {generation} owns {partitions:?}"),
+        Event::HoldersOnVolume { holders, .. } => {
+            format!("next-group holders on the volume: {holders:?}")
+        }
         Event::Holds {
             member,
             partitions,

@@ -8,7 +8,10 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse,
 };
 
-use super::{Api, is_internal, lock, topic};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+
+use super::{Api, code, is_internal, lock, topic};
 use crate::groups::consumer::Topics;
 
 impl Api {
@@ -16,9 +19,13 @@ impl Api {
     /// partition count there: a partition is handed to a member only once
     /// it has a leader. Names come from each topic's meta, read once per
     /// topic id (an id's name never changes).
-    pub(super) async fn assigned_topics(&self) -> Topics {
+    ///
+    /// An error when there is no assignment yet or a topic's meta cannot
+    /// be read: a topic missing from the answer would look deleted, and the
+    /// group would take its partitions from its members.
+    pub(super) async fn assigned_topics(&self) -> Result<Topics, i16> {
         let Some(a) = self.current() else {
-            return Topics::new();
+            return Err(code(ResponseError::CoordinatorNotAvailable));
         };
         let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
         for (id, p, _) in &a.partitions {
@@ -35,9 +42,12 @@ impl Api {
                         lock(&self.topic_names).insert(id.to_owned(), meta.name.clone());
                         meta.name
                     }
-                    // Deleted meanwhile, or unreadable for now: not offered
-                    // to groups until the next heartbeat.
-                    Err(_) => continue,
+                    // Deleted since the assignment was written.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        tracing::warn!(topic_id = id, error = %e, "topic meta unreadable; group heartbeat refused for now");
+                        return Err(code(ResponseError::CoordinatorNotAvailable));
+                    }
                 },
             };
             if !is_internal(&name) {
@@ -46,7 +56,7 @@ impl Api {
         }
         let live: std::collections::BTreeSet<&String> = out.values().map(|(id, _)| id).collect();
         lock(&self.topic_names).retain(|id, _| live.contains(id));
-        out
+        Ok(out)
     }
 
     pub(super) async fn consumer_group_heartbeat(
@@ -56,7 +66,17 @@ impl Api {
         client_id: &str,
     ) -> ConsumerGroupHeartbeatResponse {
         let arrived = tokio::time::Instant::now();
-        let topics = self.assigned_topics().await;
+        let topics = match self.assigned_topics().await {
+            Ok(t) => t,
+            Err(e) => {
+                return ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(e)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "the cluster's topics cannot be read now",
+                    )))
+                    .with_member_epoch(-1);
+            }
+        };
         self.coordinators
             .consumer_group_heartbeat(req, version, client_id, &topics, arrived)
             .await
@@ -66,7 +86,9 @@ impl Api {
         &self,
         req: ConsumerGroupDescribeRequest,
     ) -> ConsumerGroupDescribeResponse {
-        let topics = self.assigned_topics().await;
+        // Names for the ids are best effort here: an unreadable topic is
+        // described by its id alone.
+        let topics = self.assigned_topics().await.unwrap_or_default();
         self.coordinators
             .consumer_group_describe(req, &topics)
             .await

@@ -535,7 +535,7 @@ impl Coordinators {
         ListGroupsResponse::default().with_groups(out)
     }
 
-    pub(crate) async fn describe_groups(
+    pub async fn describe_groups(
         &self,
         req: DescribeGroupsRequest,
         version: i16,

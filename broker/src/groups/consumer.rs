@@ -107,6 +107,10 @@ fn refuse(e: ResponseError, why: impl Into<String>) -> Refusal {
 struct Timers {
     last_seen: Instant,
     revoke_deadline: Option<Instant>,
+    /// Past its revocation deadline: its heartbeats are refused (and no
+    /// longer keep its session), its partitions stay its own until that
+    /// session ends or it joins again, having let go of everything.
+    fenced: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -135,6 +139,7 @@ impl ConsumerGroup {
                     Timers {
                         last_seen: now,
                         revoke_deadline: deadline,
+                        fenced: false,
                     },
                 )
             })
@@ -346,6 +351,10 @@ impl ConsumerGroup {
             };
         }
         self.state.members.insert(b.member_id.clone(), member);
+        if let Some(t) = self.timers.get_mut(&b.member_id) {
+            t.fenced = false;
+            t.revoke_deadline = None;
+        }
         self.update(&b, now);
         if !same_as_before || self.subscribed_topics(topics) != self.state.topics {
             self.state.epoch += 1;
@@ -377,6 +386,12 @@ impl ConsumerGroup {
 
     fn beat(&mut self, b: Beat, topics: &Topics, now: Instant) -> Result<Answer, Refusal> {
         let m = self.member(&b.member_id, b.instance_id.as_deref())?;
+        if self.timers.get(&b.member_id).is_some_and(|t| t.fenced) {
+            return Err(refuse(
+                ResponseError::FencedMemberEpoch,
+                "the member did not let go of revoked partitions within its rebalance timeout",
+            ));
+        }
         if b.epoch > m.epoch {
             return Err(refuse(
                 ResponseError::FencedMemberEpoch,
@@ -452,6 +467,7 @@ impl ConsumerGroup {
             .or_insert(Timers {
                 last_seen: now,
                 revoke_deadline: None,
+                fenced: false,
             });
     }
 
@@ -592,21 +608,26 @@ impl ConsumerGroup {
         changed
     }
 
-    /// Expires members whose session ended and members that did not let go
-    /// of revoked partitions within their rebalance timeout. True if the
-    /// group changed (the caller persists it).
+    /// Fences members that did not let go of revoked partitions within
+    /// their rebalance timeout, and removes members whose session ended.
+    /// A fenced member keeps its partitions until then: its client may
+    /// still be using them, and stops only once its own session lapses.
+    /// True if the group changed (the caller persists it).
     pub fn tick(&mut self, now: Instant, settings: Settings, topics: &Topics) -> bool {
+        for (id, t) in self.timers.iter_mut() {
+            if !t.fenced && t.revoke_deadline.is_some_and(|d| now >= d) {
+                tracing::info!(member = %id, "consumer group member fenced: revoked partitions not released within its rebalance timeout");
+                t.fenced = true;
+            }
+        }
         let expired: Vec<String> = self
             .timers
             .iter()
-            .filter(|(_, t)| {
-                now >= t.last_seen + settings.session_timeout
-                    || t.revoke_deadline.is_some_and(|d| now >= d)
-            })
+            .filter(|(_, t)| now >= t.last_seen + settings.session_timeout)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
-            tracing::info!(member = %id, "consumer group member fenced: session or revocation timed out");
+            tracing::info!(member = %id, "consumer group member removed: its session timed out");
             self.state.members.remove(id);
             self.timers.remove(id);
         }
@@ -777,6 +798,40 @@ mod tests {
         let b3 = g
             .heartbeat(beat("b", b.epoch, &BTreeSet::new()), &t, later)
             .unwrap();
+        assert_eq!(b3.assignment.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_member_slow_to_let_go_is_fenced_but_keeps_its_partitions_until_its_session_ends() {
+        let now = Instant::now();
+        let t = topics(&[("t", 2)]);
+        let mut g = ConsumerGroup::default();
+        let a = g.heartbeat(join("a", &["t"]), &t, now).unwrap();
+        let owned = a.assignment.unwrap();
+        let b = g.heartbeat(join("b", &["t"]), &t, now).unwrap();
+        g.heartbeat(beat("a", a.epoch, &owned), &t, now).unwrap();
+        // a heartbeats on without letting go, past its rebalance timeout.
+        let late = now + Duration::from_secs(31);
+        g.heartbeat(
+            beat("a", a.epoch, &owned),
+            &t,
+            now + Duration::from_secs(20),
+        )
+        .unwrap();
+        assert!(!g.tick(late, S, &t));
+        assert_eq!(
+            g.heartbeat(beat("a", a.epoch, &owned), &t, late)
+                .unwrap_err()
+                .0,
+            ResponseError::FencedMemberEpoch.code()
+        );
+        let none = BTreeSet::new();
+        let b2 = g.heartbeat(beat("b", b.epoch, &none), &t, late).unwrap();
+        assert!(b2.assignment.is_none_or(|a| a.is_empty()), "a still holds");
+        // Its session (from its last accepted heartbeat) ends: b gets all.
+        let ended = now + Duration::from_secs(20) + S.session_timeout;
+        assert!(g.tick(ended, S, &t));
+        let b3 = g.heartbeat(beat("b", b.epoch, &none), &t, ended).unwrap();
         assert_eq!(b3.assignment.unwrap().len(), 2);
     }
 

@@ -85,15 +85,19 @@ impl Coordinators {
             Ok(s) => s,
             Err(e) => return fail((e, "not the coordinator of this group".into())),
         };
-        // The member's partitions by name: ids this cluster does not know
-        // (a deleted topic) are not owned by anyone here.
+        // The member's partitions by name. A list naming a topic id this
+        // broker cannot name (deleted, or not in its assignment yet) says
+        // nothing: read as "owns nothing" it would acknowledge revocations
+        // of partitions the member may still hold.
         let names: BTreeMap<Uuid, &String> =
             topics.iter().map(|(n, (id, _))| (uuid(id), n)).collect();
-        let owned = req.topic_partitions.as_ref().map(|tps| {
-            tps.iter()
-                .filter_map(|t| names.get(&t.topic_id).map(|n| (*n, &t.partitions)))
-                .flat_map(|(n, ps)| ps.iter().map(move |p| (n.clone(), *p)))
-                .collect::<BTreeSet<Tp>>()
+        let owned = req.topic_partitions.as_ref().and_then(|tps| {
+            let mut owned = BTreeSet::new();
+            for t in tps.iter().filter(|t| !t.partitions.is_empty()) {
+                let name = names.get(&t.topic_id)?;
+                owned.extend(t.partitions.iter().map(|p| ((*name).clone(), *p)));
+            }
+            Some(owned)
         });
         let beat = Beat {
             member_id,
@@ -140,7 +144,14 @@ impl Coordinators {
         let before = group.clone();
         let answer = match group.heartbeat(beat, topics, arrived) {
             Ok(a) => a,
-            Err(refusal) => return fail(refusal),
+            // A deposed coordinator's refusal (FENCED_MEMBER_EPOCH from its
+            // old view) would make a healthy member drop everything.
+            Err(refusal) => {
+                return match slot.confirm().await {
+                    Ok(()) => fail(refusal),
+                    Err(e) => fail((e, "no longer the coordinator".into())),
+                };
+            }
         };
         if group.state != before.state {
             // Nothing is answered that a new coordinator would not find.

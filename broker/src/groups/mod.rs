@@ -7,6 +7,12 @@
 //! `groups/<slot>/epoch-<e>` before reading the slot's files, writes a
 //! group only into its own epoch's file (`store`), and acknowledges a write
 //! only after a fresh check that no newer epoch was claimed.
+//!
+//! Two group protocols: the classic one (`group`, `api`: JoinGroup and
+//! SyncGroup, a leader member assigns) and the consumer protocol of KIP-848
+//! (`consumer`, `consumer_api`, `assignor`: the coordinator assigns and
+//! members reconcile by heartbeat). A group is of one protocol at a time;
+//! both keep their state and offsets in the same file.
 
 pub mod api;
 pub mod assignor;

@@ -8,7 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use broker::cluster::assignment::BrokerEntry;
+use std::time::Duration;
+
+use broker::cluster::assignment::{Assignment, BrokerEntry, COORDINATOR_SLOTS};
+use broker::cluster::placement::Leadership;
+use broker::groups::{Coordinators, GroupConfig};
 use broker::log::batch;
 use broker::log::fence::{EpochClaims, LeadershipFence};
 use broker::log::topic::{self, TopicMeta};
@@ -17,6 +21,7 @@ use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
 use vfs::Vfs;
 use vfs::durable::ClaimToken;
+use vfs::model::ModelNfs;
 
 /// Creates the volume's top-level directories, as a starting broker does.
 pub async fn prepared(vfs: &dyn Vfs) {
@@ -77,4 +82,36 @@ pub fn plain(timestamp: i64, values: &[&[u8]]) -> Bytes {
 
 pub fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())
+}
+
+/// Every slot led by `leader` in coordinator epoch `epoch`.
+pub fn assignment(leader: u32, epoch: u32) -> Assignment {
+    Assignment {
+        controller_epoch: 1,
+        version: u64::from(epoch),
+        controller: leader,
+        brokers: live((1..=3).map(|b| (b, 1))),
+        coordinators: (0..COORDINATOR_SLOTS)
+            .map(|slot| {
+                (
+                    slot,
+                    Leadership {
+                        leader,
+                        leader_epoch: epoch,
+                    },
+                )
+            })
+            .collect(),
+        ..Assignment::default()
+    }
+}
+
+pub async fn coordinator(nfs: &ModelNfs, broker: u32) -> Coordinators {
+    let vfs: Arc<dyn Vfs> = Arc::new(nfs.host(broker));
+    prepared(vfs.as_ref()).await;
+    let config = GroupConfig {
+        initial_rebalance_delay: Duration::ZERO,
+        ..GroupConfig::default()
+    };
+    Coordinators::new(vfs, broker, config)
 }

@@ -1,7 +1,7 @@
 //! Consumer groups (committed-offset-regression, commit-not-durable,
-//! consumer-group-overlap).
+//! consumer-group-overlap, holding-not-durable).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Invariant, Judge, at};
@@ -70,18 +70,23 @@ impl<'a> Judge<'a> {
         partitions: &[i32],
         until: Duration,
     ) {
-        let mine: BTreeSet<i32> = partitions.iter().copied().collect();
-        let before = self.holders.get(member).filter(|(_, u)| u > t);
-        let new: Vec<i32> = mine
-            .iter()
-            .copied()
-            .filter(|p| before.is_none_or(|(held, _)| !held.contains(p)))
-            .collect();
-        for p in new {
+        let before: BTreeMap<i32, Duration> = self
+            .holders
+            .get(member)
+            .filter(|(_, u)| u > t)
+            .map(|(held, _)| held.clone())
+            .unwrap_or_default();
+        let mut mine = BTreeMap::new();
+        for &p in partitions {
+            if let Some(since) = before.get(&p) {
+                mine.insert(p, *since);
+                continue;
+            }
+            mine.insert(p, *t);
             let other = self
                 .holders
                 .iter()
-                .find(|(m, (held, u))| **m != member && u > t && held.contains(&p))
+                .find(|(m, (held, u))| **m != member && u > t && held.contains_key(&p))
                 .map(|(m, (_, u))| (m.to_string(), *u));
             if let Some((other, u)) = other {
                 self.violate(Invariant::ConsumerGroupOverlap, format!(
@@ -92,6 +97,40 @@ impl<'a> Judge<'a> {
             }
         }
         self.holders.insert(member, (mine, until));
+    }
+
+    /// The file a new coordinator would load, read from `sent` to `t`, has
+    /// every partition a member held all that time (its session lasting
+    /// past `t`) as that member's. The coordinator answers only once the
+    /// file says so, and only the member letting go or its session ending
+    /// takes the partition from it.
+    pub(super) fn holders_on_volume(
+        &mut self,
+        t: &Duration,
+        sent: &Duration,
+        on_volume: &[(String, Vec<i32>)],
+    ) {
+        let mut missing = Vec::new();
+        for (member, (held, until)) in &self.holders {
+            if until <= t {
+                continue;
+            }
+            let file = on_volume
+                .iter()
+                .find(|(m, _)| m == member)
+                .map(|(_, ps)| ps);
+            for (p, since) in held {
+                if since <= sent && !file.is_some_and(|ps| ps.contains(p)) {
+                    missing.push(format!("member {member} has held partition {p} since {} (session to {}), the file gives it {file:?}", at(since), at(until)));
+                }
+            }
+        }
+        for m in missing {
+            self.violate(
+                Invariant::HoldingNotDurable,
+                format!("in the file read from {} to {}: {m}", at(sent), at(t)),
+            );
+        }
     }
 
     /// The last commit acknowledged by `sent` (when, offset), if `offset`

@@ -35,6 +35,7 @@ invariants! {
     CommittedOffsetRegression = "committed-offset-regression": "OffsetFetch never returns less than an acknowledged commit.",
     CommitNotDurable = "commit-not-durable": "Every acknowledged commit is in the group file a new coordinator would load.",
     GroupExclusivity = "group-exclusivity": "One member owns a partition in a generation.",
+    HoldingNotDurable = "holding-not-durable": "A partition a consumer-protocol member holds since before the observer began to read is that member's in the group file a new coordinator would load.",
     ConsumerGroupOverlap = "consumer-group-overlap": "A partition of a consumer-protocol group (KIP-848) is held by one member at a time: from the answer that gave it until the member let go of it or its session lapsed.",
     RecreatedTopicNotEmpty = "recreated-topic-not-empty": "A recreated topic starts empty.",
     ReadFromDeletedTopic = "read-from-deleted-topic": "Nothing is read from a topic after its deletion.",

@@ -124,8 +124,9 @@ struct Judge<'a> {
     committed: BTreeMap<(&'a str, i32), Vec<(Duration, i64)>>,
     in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
     owners: BTreeMap<(i32, i32), &'a str>,
-    /// What each consumer-protocol member holds, and until when.
-    holders: BTreeMap<&'a str, (BTreeSet<i32>, Duration)>,
+    /// What each consumer-protocol member holds (each partition with the
+    /// time it has held it since), and until when.
+    holders: BTreeMap<&'a str, (BTreeMap<i32, Duration>, Duration)>,
     epochs: BTreeMap<(u32, &'a str, i32), Answers<'a>>,
     regressed: BTreeSet<(u32, &'a str, i32)>,
     /// Producer ids handed out so far: who got each, from which broker, when.
@@ -248,6 +249,7 @@ impl<'a> Judge<'a> {
                 partitions,
                 until,
             } => self.holds(t, member, partitions, *until),
+            Event::HoldersOnVolume { sent, holders } => self.holders_on_volume(t, sent, holders),
             Event::ChurnRead {
                 incarnation,
                 values,
@@ -324,6 +326,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::GroupOnVolume { .. } => &[I::CommitNotDurable],
             Event::Assigned { .. } => &[I::GroupExclusivity],
             Event::Holds { partitions, .. } if !partitions.is_empty() => &[I::ConsumerGroupOverlap],
+            Event::HoldersOnVolume { .. } => &[I::HoldingNotDurable],
             Event::ChurnRead { .. } => &[I::RecreatedTopicNotEmpty],
             Event::DeletedRead { .. } => &[I::ReadFromDeletedTopic],
             Event::Metadata { .. } => &[I::EpochRegression],
