@@ -84,6 +84,7 @@ pub const POINTS: &[&str] = &[
     "election.slot-filled",
     "flush.acknowledged",
     "flush.synced",
+    "group-heartbeat.arrived",
     "group-load.listed",
     "group-load.read",
     "group-save.decided",
@@ -133,6 +134,7 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
     (
         "groups",
         &[
+            "group-heartbeat.arrived",
             "group-load.listed",
             "group-load.read",
             "group-save.decided",

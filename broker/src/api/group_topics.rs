@@ -66,6 +66,9 @@ impl Api {
         client_id: &str,
     ) -> ConsumerGroupHeartbeatResponse {
         let arrived = tokio::time::Instant::now();
+        // Held here, a request falls behind the member's next one (its
+        // client timed out and asked again): a stale request.
+        vfs::fault_point!(self.vfs, "group-heartbeat.arrived");
         let topics = match self.assigned_topics().await {
             Ok(t) => t,
             Err(e) => {
