@@ -10,19 +10,16 @@ use broker::groups::Coordinators;
 use broker::groups::consumer::Topics;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-    DescribeGroupsRequest, GroupId, OffsetCommitRequest, TopicName,
+    DescribeGroupsRequest, GroupId, TopicName,
 };
 use tokio::time::Instant;
 use uuid::Uuid;
 use vfs::model::{ModelNfs, NfsConfig};
 
 mod common;
-use common::{assignment, coordinator, s};
+use common::{assignment, commit_at, coordinator, s};
 
 const TOPIC_ID: Uuid = Uuid::from_u128(7);
 
@@ -65,24 +62,7 @@ fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<i32>> {
 }
 
 async fn commit(c: &Coordinators, member: &str, epoch: i32, version: i16) -> i16 {
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_generation_id_or_member_epoch(epoch)
-        .with_member_id(s(member))
-        .with_topics(vec![
-            OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![
-                    OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(5),
-                ]),
-        ]);
-    c.offset_commit(req, version, &Default::default())
-        .await
-        .topics[0]
-        .partitions[0]
-        .error_code
+    commit_at(c, epoch, member, 5, version).await
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

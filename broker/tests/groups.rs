@@ -7,35 +7,18 @@ use broker::cluster::assignment::COORDINATOR_SLOTS;
 use broker::groups::Coordinators;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
-    SyncGroupRequest, TopicName,
+    GroupId, HeartbeatRequest, JoinGroupRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use vfs::model::{ModelNfs, NfsConfig};
 
 mod common;
-use common::{assignment, coordinator, s};
+use common::{assignment, commit_at, coordinator, s};
 
 async fn commit(c: &Coordinators, generation: i32, member: &str, offset: i64) -> i16 {
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_generation_id_or_member_epoch(generation)
-        .with_member_id(s(member))
-        .with_topics(vec![
-            OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![
-                    OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset),
-                ]),
-        ]);
-    c.offset_commit(req, 8, &Default::default()).await.topics[0].partitions[0].error_code
+    commit_at(c, generation, member, offset, 8).await
 }
 
 async fn committed(c: &Coordinators) -> i64 {

@@ -162,6 +162,22 @@ mod tests {
         a.values().map(|s| s.len()).collect()
     }
 
+    fn run(
+        name: &str,
+        subscriptions: &BTreeMap<String, BTreeSet<String>>,
+        partitions: &BTreeMap<String, u32>,
+        previous: &BTreeMap<String, BTreeSet<Tp>>,
+    ) -> BTreeMap<String, BTreeSet<Tp>> {
+        assign(
+            name,
+            &Input {
+                subscriptions,
+                partitions,
+                previous,
+            },
+        )
+    }
+
     fn each_once(a: &BTreeMap<String, BTreeSet<Tp>>, partitions: &BTreeMap<String, u32>) {
         let mut seen = BTreeSet::new();
         for set in a.values() {
@@ -180,26 +196,12 @@ mod tests {
     fn uniform_balances_and_keeps_what_it_can() {
         let s = subs(&[("a", &["t", "u"]), ("b", &["t", "u"])]);
         let p = counts(&[("t", 3), ("u", 3)]);
-        let first = assign(
-            UNIFORM,
-            &Input {
-                subscriptions: &s,
-                partitions: &p,
-                previous: &BTreeMap::new(),
-            },
-        );
+        let first = run(UNIFORM, &s, &p, &BTreeMap::new());
         each_once(&first, &p);
         assert_eq!(loads(&first), [3, 3]);
         // A third member takes two partitions; the others keep the rest.
         let s3 = subs(&[("a", &["t", "u"]), ("b", &["t", "u"]), ("c", &["t", "u"])]);
-        let second = assign(
-            UNIFORM,
-            &Input {
-                subscriptions: &s3,
-                partitions: &p,
-                previous: &first,
-            },
-        );
+        let second = run(UNIFORM, &s3, &p, &first);
         each_once(&second, &p);
         assert_eq!(loads(&second), [2, 2, 2]);
         for m in ["a", "b"] {
@@ -211,14 +213,7 @@ mod tests {
     fn uniform_gives_a_topic_only_to_its_subscribers() {
         let s = subs(&[("a", &["t"]), ("b", &["t", "u"])]);
         let p = counts(&[("t", 4), ("u", 4)]);
-        let a = assign(
-            UNIFORM,
-            &Input {
-                subscriptions: &s,
-                partitions: &p,
-                previous: &BTreeMap::new(),
-            },
-        );
+        let a = run(UNIFORM, &s, &p, &BTreeMap::new());
         each_once(&a, &p);
         assert!(a["a"].iter().all(|(t, _)| t == "t"));
         assert_eq!(loads(&a), [4, 4]);
@@ -228,14 +223,7 @@ mod tests {
     fn range_splits_each_topic_in_member_order() {
         let s = subs(&[("b", &["t", "u"]), ("a", &["t", "u"])]);
         let p = counts(&[("t", 3), ("u", 2)]);
-        let a = assign(
-            RANGE,
-            &Input {
-                subscriptions: &s,
-                partitions: &p,
-                previous: &BTreeMap::new(),
-            },
-        );
+        let a = run(RANGE, &s, &p, &BTreeMap::new());
         each_once(&a, &p);
         let t = |n: &str, p: i32| (n.to_string(), p);
         assert_eq!(a["a"], BTreeSet::from([t("t", 0), t("t", 1), t("u", 0)]));
@@ -246,23 +234,9 @@ mod tests {
     fn a_member_that_left_gives_its_partitions_to_the_others() {
         let s = subs(&[("a", &["t"]), ("b", &["t"])]);
         let p = counts(&[("t", 4)]);
-        let first = assign(
-            UNIFORM,
-            &Input {
-                subscriptions: &s,
-                partitions: &p,
-                previous: &BTreeMap::new(),
-            },
-        );
+        let first = run(UNIFORM, &s, &p, &BTreeMap::new());
         let s1 = subs(&[("a", &["t"])]);
-        let second = assign(
-            UNIFORM,
-            &Input {
-                subscriptions: &s1,
-                partitions: &p,
-                previous: &first,
-            },
-        );
+        let second = run(UNIFORM, &s1, &p, &first);
         each_once(&second, &p);
         assert_eq!(second.len(), 1);
     }

@@ -115,3 +115,37 @@ pub async fn coordinator(nfs: &ModelNfs, broker: u32) -> Coordinators {
     };
     Coordinators::new(vfs, broker, config)
 }
+
+/// Commits `offset` for group `g`, topic `t`, partition 0, as `member` of
+/// `generation` (a member epoch for the consumer protocol), with
+/// OffsetCommit `version`: the partition's error code.
+pub async fn commit_at(
+    c: &Coordinators,
+    generation: i32,
+    member: &str,
+    offset: i64,
+    version: i16,
+) -> i16 {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(s(member))
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ]);
+    c.offset_commit(req, version, &Default::default())
+        .await
+        .topics[0]
+        .partitions[0]
+        .error_code
+}
