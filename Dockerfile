@@ -18,6 +18,9 @@ COPY Cargo.toml Cargo.lock ./
 COPY vfs vfs
 COPY broker broker
 COPY sim sim
+# Cargo loads every workspace member; the test volume is built by CI only,
+# never into the image (only -p broker is built, only its binary copied).
+COPY testvol testvol
 # The registry and target caches survive between builds (BuildKit and
 # buildah both support cache mounts); the binary is copied out of them. Its
 # line tables stay (a panic's backtrace names files and lines), compressed:
