@@ -457,6 +457,38 @@ def test_confluent_admin_describes_and_alters_configs(broker):
     assert broker_entries["advertised.listeners"].is_read_only
 
 
+def test_incremental_alter_configs_appends_to_and_subtracts_from_list_configs(broker):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, AlterConfigOpType
+
+    admin = AdminClient({"bootstrap.servers": broker.addr})
+    topic = new_topic()
+    assert create_topic(broker.addr, topic).error_code == NONE
+
+    def alter(name, value, op):
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                             incremental_configs=[ConfigEntry(name, value, incremental_operation=op)])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(timeout=20)
+
+    def value(name):
+        configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        return list(configs.values())[0].result(timeout=20)[name].value
+
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)
+    assert value("cleanup.policy") == "delete,compact"  # appended to the default
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)
+    assert value("cleanup.policy") == "delete,compact"  # already there
+    alter("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
+    assert value("cleanup.policy") == "compact"
+    with pytest.raises(KafkaException) as e:
+        alter("retention.ms", "5", AlterConfigOpType.APPEND)
+    assert e.value.args[0].code() == 40, e.value  # INVALID_CONFIG: not a list
+    with pytest.raises(KafkaException):
+        alter("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT)  # an empty list is invalid
+    assert value("cleanup.policy") == "compact"
+
+
 # 4. Static membership (KIP-345).
 
 def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(broker):

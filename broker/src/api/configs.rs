@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::log::config_defs::{self, ConfigDef, ConfigType, Effect};
+use crate::log::topic_config::Change;
 use crate::log::{topic, topic_config};
 
 use super::{Api, code};
@@ -296,7 +297,7 @@ impl Api {
     async fn alter_topic(
         &self,
         name: &str,
-        changes: Vec<(String, Option<String>)>,
+        changes: Vec<(String, Change)>,
         replace_all: bool,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
@@ -310,9 +311,21 @@ impl Api {
             }
             Err(e) => return Err((code(ResponseError::KafkaStorageError), e.to_string())),
         };
-        for (k, v) in &changes {
+        // APPEND and SUBTRACT are judged on the current overrides; the
+        // update below applies them again to whatever version it replaces.
+        let current = if changes.iter().any(|(_, c)| !matches!(c, Change::Set(_))) {
+            topic_config::read(self.vfs.as_ref(), &meta.id)
+                .await
+                .map(|(_, o)| o)
+                .map_err(|e| (code(ResponseError::KafkaStorageError), e.to_string()))?
+        } else {
+            Default::default()
+        };
+        for (k, c) in &changes {
+            let v = topic_config::changed_value(&current, k, c)
+                .map_err(|why| (code(ResponseError::InvalidConfig), why))?;
             if let Some(v) = v {
-                topic_config::validate(k, v)
+                topic_config::validate(k, &v)
                     .map_err(|why| (code(ResponseError::InvalidConfig), why))?;
             }
         }
@@ -323,10 +336,11 @@ impl Api {
             if replace_all {
                 o.clear();
             }
-            for (k, v) in &changes {
-                match v {
-                    Some(v) => o.insert(k.clone(), v.clone()),
-                    None => o.remove(k),
+            for (k, c) in &changes {
+                match topic_config::changed_value(o, k, c) {
+                    Ok(Some(v)) => o.insert(k.clone(), v),
+                    Ok(None) => o.remove(k),
+                    Err(_) => None,
                 };
             }
         })
@@ -341,7 +355,7 @@ impl Api {
         &self,
         name: &StrBytes,
         resource_type: i8,
-        changes: Vec<(String, Option<String>)>,
+        changes: Vec<(String, Change)>,
         replace_all: bool,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
@@ -367,16 +381,16 @@ impl Api {
             let changes: Result<Vec<_>, String> = r
                 .configs
                 .iter()
-                .map(|c| match c.config_operation {
-                    0 => Ok((
-                        c.name.as_str().to_owned(),
-                        c.value.as_ref().map(|v| v.as_str().to_owned()),
-                    )),
-                    1 => Ok((c.name.as_str().to_owned(), None)),
-                    op => Err(format!(
-                        "operation {op} on {} is not supported",
-                        c.name.as_str()
-                    )),
+                .map(|c| {
+                    let value = || c.value.as_ref().map(|v| v.as_str().to_owned());
+                    (c.name.as_str().to_owned(), c.config_operation, value())
+                })
+                .map(|(name, op, value)| match op {
+                    0 => Ok((name, Change::Set(value))),
+                    1 => Ok((name, Change::Set(None))),
+                    2 => Ok((name, Change::Append(value.unwrap_or_default()))),
+                    3 => Ok((name, Change::Subtract(value.unwrap_or_default()))),
+                    op => Err(format!("operation {op} on {name} is not one of Kafka's")),
                 })
                 .collect();
             let outcome = match changes {
@@ -414,7 +428,7 @@ impl Api {
                 .map(|c| {
                     (
                         c.name.as_str().to_owned(),
-                        c.value.as_ref().map(|v| v.as_str().to_owned()),
+                        Change::Set(c.value.as_ref().map(|v| v.as_str().to_owned())),
                     )
                 })
                 .collect();

@@ -35,6 +35,57 @@ pub(crate) fn effective(overrides: &Overrides) -> Vec<(&'static ConfigDef, Strin
         .collect()
 }
 
+/// A change of one config: a value (`None`: back to the default), or
+/// IncrementalAlterConfigs' APPEND and SUBTRACT of comma-separated items of
+/// a list config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Set(Option<String>),
+    Append(String),
+    Subtract(String),
+}
+
+fn items(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+/// The value `change` gives `name`, from its current value in `overrides`
+/// (or its default): `Ok(None)` for back to the default.
+pub fn changed_value(
+    overrides: &Overrides,
+    name: &str,
+    change: &Change,
+) -> Result<Option<String>, String> {
+    let (add, what) = match change {
+        Change::Set(v) => return Ok(v.clone()),
+        Change::Append(what) => (true, what),
+        Change::Subtract(what) => (false, what),
+    };
+    match config_defs::find(name) {
+        Some(d) if d.kind == config_defs::ConfigType::List => {}
+        Some(_) => {
+            return Err(format!(
+                "{name} is not a list: APPEND and SUBTRACT apply to list configs"
+            ));
+        }
+        None => return Err(format!("unknown topic config {name}")),
+    }
+    let mut list: Vec<&str> = items(value(overrides, name).unwrap_or(""));
+    for item in items(what) {
+        if add {
+            if !list.contains(&item) {
+                list.push(item);
+            }
+        } else {
+            list.retain(|i| *i != item);
+        }
+    }
+    Ok(Some(list.join(",")))
+}
+
 fn value<'a>(overrides: &'a Overrides, name: &str) -> Option<&'a str> {
     overrides
         .get(name)
@@ -103,6 +154,32 @@ pub async fn update(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn append_and_subtract_work_on_list_configs_only() {
+        let mut o = Overrides::new();
+        let append = |v: &str| Change::Append(v.into());
+        assert_eq!(
+            changed_value(&o, "cleanup.policy", &append("compact")).unwrap(),
+            Some("delete,compact".into())
+        );
+        o.insert("cleanup.policy".into(), "delete, compact".into());
+        assert_eq!(
+            changed_value(&o, "cleanup.policy", &Change::Subtract("delete".into())).unwrap(),
+            Some("compact".into())
+        );
+        assert_eq!(
+            changed_value(&o, "cleanup.policy", &append("compact")).unwrap(),
+            Some("delete,compact".into())
+        );
+        assert!(changed_value(&o, "retention.ms", &append("5")).is_err());
+        assert!(changed_value(&o, "no.such.config", &append("5")).is_err());
+        assert_eq!(
+            changed_value(&o, "retention.ms", &Change::Set(None)).unwrap(),
+            None
+        );
+    }
+
     use super::*;
 
     #[tokio::test]
