@@ -485,8 +485,10 @@ def test_incremental_alter_configs_appends_to_and_subtracts_from_list_configs(br
         alter("retention.ms", "5", AlterConfigOpType.APPEND)
     assert e.value.args[0].code() == 40, e.value  # INVALID_CONFIG: not a list
     with pytest.raises(KafkaException):
-        alter("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT)  # an empty list is invalid
-    assert value("cleanup.policy") == "compact"
+        alter("cleanup.policy", "tidy", AlterConfigOpType.APPEND)  # not a policy
+    # Empty is allowed (Kafka 4.1, KIP-1161): nothing is deleted or compacted.
+    alter("cleanup.policy", "compact", AlterConfigOpType.SUBTRACT)
+    assert value("cleanup.policy") == ""
 
 
 # 4. Static membership (KIP-345).

@@ -25,7 +25,7 @@ enum Check {
     Ratio,
     /// One of these.
     OneOf(&'static [&'static str]),
-    /// A comma-separated list of these, at least one.
+    /// A comma-separated list of these (empty allowed).
     ListOf(&'static [&'static str]),
     /// Anything (replica lists of throttles, which kaas has none of).
     Any,
@@ -402,10 +402,13 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             .parse::<f64>()
             .is_ok_and(|r| (0.0..=1.0).contains(&r)),
         Check::OneOf(allowed) => allowed.contains(&value.trim()),
-        Check::ListOf(allowed) => {
-            let items: Vec<&str> = value.split(',').map(str::trim).collect();
-            !items.is_empty() && items.iter().all(|i| allowed.contains(i))
-        }
+        // An empty list is allowed: an empty cleanup.policy (Kafka 4.1,
+        // KIP-1161) deletes nothing and compacts nothing.
+        Check::ListOf(allowed) => value
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .all(|i| allowed.contains(&i)),
         Check::Any => true,
     };
     if ok {

@@ -178,6 +178,16 @@ mod tests {
             changed_value(&o, "retention.ms", &Change::Set(None)).unwrap(),
             None
         );
+        // Emptied: no retention by time or size either.
+        let emptied = changed_value(
+            &o,
+            "cleanup.policy",
+            &Change::Subtract("delete,compact".into()),
+        );
+        assert_eq!(emptied.unwrap(), Some(String::new()));
+        assert!(validate("cleanup.policy", "").is_ok());
+        o.insert("cleanup.policy".into(), String::new());
+        assert!(!deletes_by_retention(&o));
     }
 
     use super::*;
