@@ -2,10 +2,9 @@
 //!
 //! This module is the filesystem under a test volume, not a user of one:
 //! it reaches the backing directory with `std::fs`, as `vfs::PosixVfs` does.
-#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeMap;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -17,13 +16,16 @@ use rand_chacha::ChaCha8Rng;
 pub const PAGE: u64 = 4096;
 
 /// Where unlinked and replaced files wait until their removal is durable.
-const GRAVEYARD: &str = ".testvol-graveyard";
+pub(crate) const GRAVEYARD: &str = ".testvol-graveyard";
 
 /// The durable state of one file's data: its length and the durable bytes
 /// of every page written since its last fsync (`None`: the page lay past
 /// the durable end).
 #[derive(Debug, Default)]
 struct FileUndo {
+    /// The mount (client host) that wrote first since the last fsync: a
+    /// power cut of that mount alone takes the pages back.
+    owner: u32,
     durable_len: u64,
     pages: BTreeMap<u64, Option<Vec<u8>>>,
 }
@@ -73,13 +75,17 @@ pub struct CutReport {
     pub pages_kept: usize,
     pub changes_undone: usize,
     pub changes_kept: usize,
+    /// Changes of the cut mount that a later change of another mount made
+    /// impossible to take back (it renamed or removed what they touched).
+    pub undo_conflicts: usize,
 }
 
 /// A backing directory with its pending changes.
 pub struct Journal {
     root: PathBuf,
     files: BTreeMap<PathBuf, FileUndo>,
-    ops: Vec<MetaOp>,
+    /// Pending metadata changes, oldest first, with the mount that made them.
+    ops: Vec<(u32, MetaOp)>,
     /// Makes graveyard names unique.
     buried: u64,
 }
@@ -119,12 +125,13 @@ impl Journal {
 
     /// The undo record of `rel`, made from its current (durable) length
     /// the first time it is written since its last fsync.
-    fn undo_of(&mut self, rel: &Path) -> io::Result<&mut FileUndo> {
+    fn undo_of(&mut self, owner: u32, rel: &Path, file: &File) -> io::Result<&mut FileUndo> {
         if !self.files.contains_key(rel) {
-            let len = fs::metadata(self.abs(rel))?.len();
+            let len = file.metadata()?.len();
             self.files.insert(
                 rel.to_path_buf(),
                 FileUndo {
+                    owner,
                     durable_len: len,
                     pages: BTreeMap::new(),
                 },
@@ -134,10 +141,29 @@ impl Journal {
     }
 
     /// Writes `data` at `offset` of `rel`, pending until `fsync_file`.
-    pub fn write(&mut self, rel: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
-        let path = self.abs(rel);
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
-        let undo = self.undo_of(rel)?;
+    pub fn write(&mut self, owner: u32, rel: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
+        let file = self.open_rw(rel)?;
+        self.write_via(owner, &file, rel, offset, data)
+    }
+
+    fn open_rw(&self, rel: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.abs(rel))
+    }
+
+    /// [`Journal::write`] through a handle already open (read and write)
+    /// on the file that is `rel` now.
+    pub fn write_via(
+        &mut self,
+        owner: u32,
+        file: &File,
+        rel: &Path,
+        offset: u64,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let undo = self.undo_of(owner, rel, file)?;
         let end = offset + data.len() as u64;
         if !data.is_empty() {
             for page in offset / PAGE..=(end - 1) / PAGE {
@@ -161,13 +187,12 @@ impl Journal {
 
     /// Sets the length of `rel`, pending until `fsync_file`. The bytes a
     /// shrink cuts off are kept as the pages' durable content.
-    pub fn truncate(&mut self, rel: &Path, len: u64) -> io::Result<()> {
-        let path = self.abs(rel);
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+    pub fn truncate(&mut self, owner: u32, rel: &Path, len: u64) -> io::Result<()> {
+        let file = self.open_rw(rel)?;
         let current = file.metadata()?.len();
         if len < current {
             // Remember the pages the shrink removes, as a write would.
-            let undo = self.undo_of(rel)?;
+            let undo = self.undo_of(owner, rel, &file)?;
             for page in len / PAGE..=current.saturating_sub(1) / PAGE {
                 if undo.pages.contains_key(&page) || page * PAGE >= undo.durable_len {
                     undo.pages.entry(page).or_insert(None);
@@ -180,49 +205,63 @@ impl Journal {
                 undo.pages.insert(page, Some(buf));
             }
         } else {
-            self.undo_of(rel)?;
+            self.undo_of(owner, rel, &file)?;
         }
         file.set_len(len)
     }
 
     /// Makes the data of `rel` durable (what fsync of a file does; its
-    /// name in its directory needs the directory's fsync).
-    pub fn fsync_file(&mut self, rel: &Path) -> io::Result<()> {
-        fs::File::open(self.abs(rel))?.sync_all()?;
+    /// name in its directory needs the directory's fsync). The volume
+    /// models durability: the backing directory itself is not synced, a
+    /// crash of the machine that runs the tests is not what is tested.
+    pub fn fsync_file(&mut self, rel: &Path) {
         self.files.remove(rel);
-        Ok(())
     }
 
-    /// Creates an empty file `rel` (exclusively).
-    pub fn create(&mut self, rel: &Path) -> io::Result<()> {
-        OpenOptions::new()
+    /// Creates an empty file `rel` (exclusively) and opens it for reading
+    /// and writing.
+    pub fn create(&mut self, owner: u32, rel: &Path) -> io::Result<File> {
+        let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(self.abs(rel))?;
-        self.files.insert(rel.to_path_buf(), FileUndo::default());
-        self.ops.push(MetaOp::Created {
-            path: rel.to_path_buf(),
-        });
-        Ok(())
+        self.files.insert(
+            rel.to_path_buf(),
+            FileUndo {
+                owner,
+                ..FileUndo::default()
+            },
+        );
+        self.ops.push((
+            owner,
+            MetaOp::Created {
+                path: rel.to_path_buf(),
+            },
+        ));
+        Ok(file)
     }
 
     /// Unlinks `rel`: it waits in the graveyard until the unlink is durable.
-    pub fn unlink(&mut self, rel: &Path) -> io::Result<()> {
+    pub fn unlink(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
         let kept_at = self.grave();
         fs::rename(self.abs(rel), self.abs(&kept_at))?;
         if let Some(undo) = self.files.remove(rel) {
             self.files.insert(kept_at.clone(), undo);
         }
-        self.ops.push(MetaOp::Removed {
-            path: rel.to_path_buf(),
-            kept_at,
-        });
+        self.ops.push((
+            owner,
+            MetaOp::Removed {
+                path: rel.to_path_buf(),
+                kept_at,
+            },
+        ));
         Ok(())
     }
 
     /// Renames `from` to `to`, replacing a file there (kept in the
     /// graveyard until the rename is durable).
-    pub fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+    pub fn rename(&mut self, owner: u32, from: &Path, to: &Path) -> io::Result<()> {
         let replaced = if self.abs(to).is_file() {
             let grave = self.grave();
             fs::rename(self.abs(to), self.abs(&grave))?;
@@ -235,11 +274,14 @@ impl Journal {
         };
         fs::rename(self.abs(from), self.abs(to))?;
         self.move_undo(from, to);
-        self.ops.push(MetaOp::Renamed {
-            from: from.to_path_buf(),
-            to: to.to_path_buf(),
-            replaced,
-        });
+        self.ops.push((
+            owner,
+            MetaOp::Renamed {
+                from: from.to_path_buf(),
+                to: to.to_path_buf(),
+                replaced,
+            },
+        ));
         Ok(())
     }
 
@@ -263,29 +305,34 @@ impl Journal {
         }
     }
 
-    pub fn mkdir(&mut self, rel: &Path) -> io::Result<()> {
+    pub fn mkdir(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
         fs::create_dir(self.abs(rel))?;
-        self.ops.push(MetaOp::MadeDir {
-            path: rel.to_path_buf(),
-        });
+        self.ops.push((
+            owner,
+            MetaOp::MadeDir {
+                path: rel.to_path_buf(),
+            },
+        ));
         Ok(())
     }
 
-    pub fn rmdir(&mut self, rel: &Path) -> io::Result<()> {
+    pub fn rmdir(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
         fs::remove_dir(self.abs(rel))?;
-        self.ops.push(MetaOp::RemovedDir {
-            path: rel.to_path_buf(),
-        });
+        self.ops.push((
+            owner,
+            MetaOp::RemovedDir {
+                path: rel.to_path_buf(),
+            },
+        ));
         Ok(())
     }
 
     /// Makes the pending changes of entries of directory `rel` durable
     /// (a rename needs both its directories synced).
-    pub fn fsync_dir(&mut self, rel: &Path) -> io::Result<()> {
-        fs::File::open(self.abs(rel))?.sync_all()?;
+    pub fn fsync_dir(&mut self, rel: &Path) {
         let mut synced: Vec<PathBuf> = Vec::new();
         let mut kept = Vec::new();
-        for op in std::mem::take(&mut self.ops) {
+        for (owner, op) in std::mem::take(&mut self.ops) {
             let dirs = op.dirs();
             if dirs.iter().all(|d| d == rel) {
                 if let MetaOp::Removed { kept_at, .. } = &op {
@@ -300,14 +347,21 @@ impl Journal {
                 }
                 continue;
             }
-            kept.push(op);
+            kept.push((owner, op));
         }
         self.ops = kept;
         for grave in synced {
             self.files.remove(&grave);
+            // A file still open elsewhere lives on in the backing
+            // filesystem until its last close, as on any POSIX filesystem.
             let _ = fs::remove_file(self.abs(&grave));
         }
-        Ok(())
+    }
+
+    /// How many changes wait for an fsync: (files with pending pages,
+    /// metadata changes).
+    pub fn pending(&self) -> (usize, usize) {
+        (self.files.len(), self.ops.len())
     }
 
     /// Loses power: takes back every pending change, except a seeded random
@@ -315,22 +369,48 @@ impl Journal {
     /// probability `keep`; a random prefix of the metadata changes, longer
     /// the higher `keep`). Afterwards everything on the volume is durable.
     pub fn power_cut(&mut self, seed: u64, keep: f64) -> io::Result<CutReport> {
+        self.cut(seed, keep, None)
+    }
+
+    /// Loses the power of one mount (a client host): takes back what that
+    /// mount changed and nobody synced since, as [`Journal::power_cut`]
+    /// does for all.
+    pub fn power_cut_of(&mut self, owner: u32, seed: u64, keep: f64) -> io::Result<CutReport> {
+        self.cut(seed, keep, Some(owner))
+    }
+
+    fn cut(&mut self, seed: u64, keep: f64, only: Option<u32>) -> io::Result<CutReport> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut report = CutReport::default();
+        let hit = |owner: u32| only.is_none_or(|o| o == owner);
         // Metadata first, newest first: a file whose create is taken back
         // takes its data with it.
-        let ops = std::mem::take(&mut self.ops);
-        let keep_ops = (0..ops.len())
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ops)
+            .into_iter()
+            .partition(|(owner, _)| hit(*owner));
+        self.ops = others;
+        let keep_ops = (0..mine.len())
             .take_while(|_| keep > 0.0 && rng.gen_bool(keep))
             .count();
         report.changes_kept = keep_ops;
-        for op in ops.into_iter().skip(keep_ops).rev() {
+        for (_, op) in mine.into_iter().skip(keep_ops).rev() {
             report.changes_undone += 1;
-            self.undo(op)?;
+            if only.is_some() {
+                // Another mount may have moved on from what this change
+                // touched: take back what can be, count the rest.
+                if self.undo(op).is_err() {
+                    report.undo_conflicts += 1;
+                }
+            } else {
+                self.undo(op)?;
+            }
         }
-        for (rel, undo) in std::mem::take(&mut self.files) {
-            let path = self.abs(&rel);
-            let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
+        let files = std::mem::take(&mut self.files);
+        let (lose, stay): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            files.into_iter().partition(|(_, undo)| hit(undo.owner));
+        self.files = stay;
+        for (rel, undo) in lose {
+            let Ok(file) = self.open_rw(&rel) else {
                 continue; // taken back with its create
             };
             let current = file.metadata()?.len();
@@ -359,11 +439,12 @@ impl Journal {
                 }
             }
             file.set_len(end)?;
-            file.sync_all()?;
         }
-        let graveyard = self.root.join(GRAVEYARD);
-        fs::remove_dir_all(&graveyard)?;
-        fs::create_dir(&graveyard)?;
+        if self.ops.is_empty() {
+            let graveyard = self.root.join(GRAVEYARD);
+            fs::remove_dir_all(&graveyard)?;
+            fs::create_dir(&graveyard)?;
+        }
         Ok(report)
     }
 
@@ -421,18 +502,18 @@ mod tests {
     /// A file made durable: data synced, its name synced in its directory.
     fn durable(j: &mut Journal, rel: &str, data: &[u8]) {
         let p = Path::new(rel);
-        j.create(p).unwrap();
-        j.write(p, 0, data).unwrap();
-        j.fsync_file(p).unwrap();
-        j.fsync_dir(p.parent().unwrap()).unwrap();
+        j.create(0, p).unwrap();
+        j.write(0, p, 0, data).unwrap();
+        j.fsync_file(p);
+        j.fsync_dir(p.parent().unwrap());
     }
 
     #[test]
     fn unsynced_writes_are_lost_and_synced_ones_stay() {
         let (_d, mut j) = volume();
         durable(&mut j, "a", b"durable");
-        j.write(Path::new("a"), 0, b"DUR").unwrap();
-        j.write(Path::new("a"), 7, b" and more").unwrap();
+        j.write(0, Path::new("a"), 0, b"DUR").unwrap();
+        j.write(0, Path::new("a"), 7, b" and more").unwrap();
         assert_eq!(read(&j, "a").unwrap(), b"DURable and more");
         let r = j.power_cut(1, 0.0).unwrap();
         assert_eq!(read(&j, "a").unwrap(), b"durable");
@@ -443,9 +524,9 @@ mod tests {
     fn a_create_without_a_directory_sync_is_lost_with_its_data() {
         let (_d, mut j) = volume();
         let p = Path::new("new");
-        j.create(p).unwrap();
-        j.write(p, 0, b"data").unwrap();
-        j.fsync_file(p).unwrap(); // data synced, name not
+        j.create(0, p).unwrap();
+        j.write(0, p, 0, b"data").unwrap();
+        j.fsync_file(p); // data synced, name not
         j.power_cut(2, 0.0).unwrap();
         assert_eq!(read(&j, "new"), None);
     }
@@ -456,10 +537,10 @@ mod tests {
         let (_d, mut j) = volume();
         durable(&mut j, "target", b"old");
         let (tmp, target) = (Path::new("tmp"), Path::new("target"));
-        j.create(tmp).unwrap();
-        j.write(tmp, 0, b"new").unwrap();
-        j.fsync_file(tmp).unwrap();
-        j.rename(tmp, target).unwrap();
+        j.create(0, tmp).unwrap();
+        j.write(0, tmp, 0, b"new").unwrap();
+        j.fsync_file(tmp);
+        j.rename(0, tmp, target).unwrap();
         assert_eq!(read(&j, "target").unwrap(), b"new");
         j.power_cut(3, 0.0).unwrap();
         assert_eq!(
@@ -469,11 +550,11 @@ mod tests {
         );
         assert_eq!(read(&j, "tmp"), None, "nor the temp's create");
         // With the directory synced, the new content stays.
-        j.create(tmp).unwrap();
-        j.write(tmp, 0, b"new").unwrap();
-        j.fsync_file(tmp).unwrap();
-        j.rename(tmp, target).unwrap();
-        j.fsync_dir(Path::new("")).unwrap();
+        j.create(0, tmp).unwrap();
+        j.write(0, tmp, 0, b"new").unwrap();
+        j.fsync_file(tmp);
+        j.rename(0, tmp, target).unwrap();
+        j.fsync_dir(Path::new(""));
         j.power_cut(4, 0.0).unwrap();
         assert_eq!(read(&j, "target").unwrap(), b"new");
     }
@@ -484,10 +565,10 @@ mod tests {
         let (_d, mut j) = volume();
         durable(&mut j, "target", b"old");
         let (tmp, target) = (Path::new("tmp"), Path::new("target"));
-        j.create(tmp).unwrap();
-        j.write(tmp, 0, b"new").unwrap();
-        j.rename(tmp, target).unwrap();
-        j.fsync_dir(Path::new("")).unwrap();
+        j.create(0, tmp).unwrap();
+        j.write(0, tmp, 0, b"new").unwrap();
+        j.rename(0, tmp, target).unwrap();
+        j.fsync_dir(Path::new(""));
         j.power_cut(5, 0.0).unwrap();
         assert_eq!(
             read(&j, "target").unwrap(),
@@ -500,8 +581,8 @@ mod tests {
     fn unlinks_mkdirs_and_rmdirs_come_back_undone() {
         let (_d, mut j) = volume();
         durable(&mut j, "keep", b"k");
-        j.unlink(Path::new("keep")).unwrap();
-        j.mkdir(Path::new("d")).unwrap();
+        j.unlink(0, Path::new("keep")).unwrap();
+        j.mkdir(0, Path::new("d")).unwrap();
         durable(&mut j, "d/f", b"inside");
         assert_eq!(read(&j, "keep"), None);
         j.power_cut(6, 0.0).unwrap();
@@ -517,7 +598,7 @@ mod tests {
         let (_d, mut j) = volume();
         durable(&mut j, "big", &vec![1u8; 4 * PAGE as usize]);
         let p = Path::new("big");
-        j.write(p, 0, &vec![2u8; 4 * PAGE as usize]).unwrap();
+        j.write(0, p, 0, &vec![2u8; 4 * PAGE as usize]).unwrap();
         let r = j.power_cut(7, 0.5).unwrap();
         assert_eq!(r.pages_kept + r.pages_lost, 4);
         let after = read(&j, "big").unwrap();
@@ -530,8 +611,26 @@ mod tests {
         // The same seed cuts the same way.
         let (_d2, mut j2) = volume();
         durable(&mut j2, "big", &vec![1u8; 4 * PAGE as usize]);
-        j2.write(p, 0, &vec![2u8; 4 * PAGE as usize]).unwrap();
+        j2.write(0, p, 0, &vec![2u8; 4 * PAGE as usize]).unwrap();
         assert_eq!(j2.power_cut(7, 0.5).unwrap(), r);
         assert_eq!(read(&j2, "big").unwrap(), after);
+    }
+
+    #[test]
+    fn a_cut_of_one_mount_takes_back_only_what_that_mount_left_pending() {
+        let (_d, mut j) = volume();
+        durable(&mut j, "a", b"aaaa");
+        durable(&mut j, "b", b"bbbb");
+        j.write(1, Path::new("a"), 0, b"AA").unwrap();
+        j.write(2, Path::new("b"), 0, b"BB").unwrap();
+        j.create(1, Path::new("from-1")).unwrap();
+        j.create(2, Path::new("from-2")).unwrap();
+        let r = j.power_cut_of(1, 8, 0.0).unwrap();
+        assert_eq!((r.pages_lost, r.changes_undone), (1, 1));
+        assert_eq!(read(&j, "a").unwrap(), b"aaaa");
+        assert_eq!(read(&j, "b").unwrap(), b"BBbb", "mount 2 kept power");
+        assert_eq!(read(&j, "from-1"), None);
+        assert!(read(&j, "from-2").is_some());
+        assert_eq!(j.pending(), (2, 1), "b and from-2 still wait for a sync");
     }
 }

@@ -1,0 +1,477 @@
+"""Power-loss rounds: real `kaas` processes on the FUSE test volume
+(testvol/), real clients (confluent-kafka, an idempotent acks=all producer
+and a consumer group), and after every round the same checks: every
+acknowledged record is read back exactly once at its acknowledged offset,
+committed offsets never go back, brokers restart without repair.
+
+  (a) one broker: kill -9 and a power cut of the volume together, restart;
+  (b) three brokers, each on its own mount: kill -9 plus a power cut of the
+      leader's mount, restart with the same id; SIGSTOP of a leader past
+      the session timeout, then SIGCONT;
+  (c) DeleteTopics while brokers still have the partitions open (the
+      `.nfs` case), until nothing of the topic is left on the volume, and
+      a recreate of the same name.
+
+Prints rounds, records acknowledged and lost, and `.nfs` files seen; exits
+1 when anything was lost or a check failed."""
+
+import argparse
+import collections
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import kaasproc  # noqa: E402
+from testvol import TestVol  # noqa: E402
+
+SESSION_TIMEOUT_S = 4
+
+
+class Failure(Exception):
+    pass
+
+
+class Cluster:
+    """Brokers 0..n-1, broker i on mount i of the volume."""
+
+    def __init__(self, vol, work, n):
+        self.vol, self.work, self.n = vol, work, n
+        self.ports = [kaasproc.free_port() for _ in range(n)]
+        self.procs = [None] * n
+        self.starts = 0
+
+    def data_dir(self, i):
+        return os.path.join(self.vol.points[i], "data")
+
+    def start(self, i):
+        args = [
+            "--data-dir", self.data_dir(i), "--broker-id", str(i),
+            "--listen", f"127.0.0.1:{self.ports[i]}",
+            "--heartbeat-interval-secs", "1",
+            "--session-timeout-secs", str(SESSION_TIMEOUT_S),
+        ]
+        log = os.path.join(self.work, f"kaas-{i}.log")
+        self.procs[i] = kaasproc.start(args, self.ports[i], log, timeout=60)
+        self.starts += 1
+
+    def start_all(self):
+        for i in range(self.n):
+            self.start(i)
+
+    def kill(self, i):
+        p = self.procs[i]
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait(timeout=30)
+        self.procs[i] = None
+
+    def stop_all(self):
+        for i, p in enumerate(self.procs):
+            if p is not None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait(timeout=30)
+                self.procs[i] = None
+
+    def cut_and_kill(self, i, seed, keep=0.0, mount=None):
+        """Broker i and the power go together: stopped first, so that it
+        makes no change after the cut (what it had in flight fails with
+        EIO), then the cut, then kill -9."""
+        self.procs[i].send_signal(signal.SIGSTOP)
+        cut = self.vol.cut(seed=seed, keep=keep, mount=mount)
+        self.kill(i)
+        return cut
+
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def admin(self):
+        # Kept: a future of a collected AdminClient fails with _DESTROY.
+        if getattr(self, "_admin", None) is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap(), "log_level": 0})
+        return self._admin
+
+    def leaders(self, topic, timeout=60):
+        """Partition -> leader id, once every partition has a live one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                md = self.admin().list_topics(topic, timeout=5)
+                t = md.topics.get(topic)
+                if t is not None and t.error is None and t.partitions:
+                    found = {p: pm.leader for p, pm in t.partitions.items()}
+                    if all(0 <= l < self.n and self.procs[l] is not None for l in found.values()):
+                        return found
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise Failure(f"{topic}: no leader for every partition in {timeout} s")
+            time.sleep(0.3)
+
+    def create_topic(self, topic, partitions):
+        fut = self.admin().create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)
+        fut[topic].result(timeout=60)
+        self.leaders(topic)
+
+
+class Producing:
+    """An idempotent acks=all producer writing unique values in the
+    background; `acked` maps each acknowledged value to its offset."""
+
+    def __init__(self, bootstrap, topic, partitions, tag):
+        self.topic, self.partitions, self.tag = topic, partitions, tag
+        self.acked = {}
+        self.errors = collections.Counter()
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "error_cb": lambda err: self.errors.update([f"error_cb {err.name()}"]),
+            "log_level": 0,
+        })
+        self.stop = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def delivered(self, err, msg):
+        if err is None:
+            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+        else:
+            self.errors.update([err.name()])
+
+    def run(self):
+        while not self.stop.is_set():
+            value = f"{self.tag}-{self.sent}"
+            try:
+                self.producer.produce(self.topic, value.encode(), partition=self.sent % self.partitions,
+                                      on_delivery=self.delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0)
+            time.sleep(0.002)
+
+    def finish(self, timeout=120):
+        self.stop.set()
+        self.thread.join()
+        left = self.producer.flush(timeout)
+        self.producer = None  # destroyed now, not at the next collection
+        if left:
+            raise Failure(f"{left} records still unanswered after {timeout} s")
+        return self.acked
+
+
+class Checker:
+    """What every round checks, and the running totals."""
+
+    def __init__(self, cluster, group="powerloss"):
+        self.cluster, self.group = cluster, group
+        self.committed = {}
+        self.acked_total = 0
+        self.unique = set()
+        self.lost = []
+        self.duplicated = []
+
+    def read_all(self, topic, partitions, timeout=60):
+        c = Consumer({
+            "bootstrap.servers": self.cluster.bootstrap(),
+            "group.id": self.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 0,
+        })
+        log = {}
+        try:
+            tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+            ends = {}
+            for tp in tps:
+                _low, high = c.get_watermark_offsets(tp, timeout=30)
+                ends[tp.partition] = high
+            c.assign(tps)
+            done = {p for p, e in ends.items() if e == 0}
+            deadline = time.monotonic() + timeout
+            while len(done) < partitions:
+                if time.monotonic() > deadline:
+                    raise Failure(f"{topic}: could not read up to {ends} in {timeout} s")
+                for m in c.consume(500, timeout=1):
+                    if m.error():
+                        continue
+                    log[(m.partition(), m.offset())] = m.value().decode()
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        done.add(m.partition())
+            return log, ends, c
+        except BaseException:
+            c.close()
+            raise
+
+    def check(self, topic, partitions, acked, what):
+        log, ends, consumer = self.read_all(topic, partitions)
+        try:
+            lost = [(v, at) for v, at in acked.items() if log.get(at) != v]
+            counts = collections.Counter(log.values())
+            dup = [v for v in acked if counts[v] > 1]
+            self.acked_total += len(acked)
+            self.unique.update(acked)
+            self.lost += lost
+            self.duplicated += dup
+            # Committed offsets never go back, then commit the ends.
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            now = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=30)}
+            back = {p: (self.committed[(topic, p)], now.get(p)) for p in range(partitions)
+                    if (topic, p) in self.committed and now.get(p, -1) < self.committed[(topic, p)]}
+            consumer.commit(offsets=[TopicPartition(topic, p, ends[p]) for p in range(partitions)],
+                            asynchronous=False)
+            for p in range(partitions):
+                self.committed[(topic, p)] = ends[p]
+        finally:
+            consumer.close()
+        print(f"  {what}: {len(acked)} acknowledged, {len(lost)} lost, {len(dup)} duplicated, "
+              f"log ends {ends}", flush=True)
+        if lost:
+            raise Failure(f"{what}: acknowledged records lost, e.g. {lost[:5]} "
+                          f"(at those offsets: {[log.get(at) for _v, at in lost[:5]]})")
+        if dup:
+            raise Failure(f"{what}: acknowledged records read more than once, e.g. {dup[:5]}")
+        if back:
+            raise Failure(f"{what}: committed offsets went back (partition: was, now): {back}")
+
+    def forget(self, topic):
+        self.committed = {k: v for k, v in self.committed.items() if k[0] != topic}
+
+
+def round_a(vol, work, rounds, rng, checker_out):
+    cluster = Cluster(vol, work, 1)
+    checker = Checker(cluster)
+    checker_out.append(checker)
+    topic, parts = "powerloss-a", 3
+    acked = {}
+    try:
+        cluster.start(0)
+        cluster.create_topic(topic, parts)
+        for r in range(rounds):
+            prod = Producing(cluster.bootstrap(), topic, parts, f"a{r}")
+            time.sleep(rng.uniform(0.3, 1.5))
+            keep = rng.choice([0.0, 0.0, 0.5])
+            cut = cluster.cut_and_kill(0, rng.randrange(1 << 32), keep)
+            cluster.start(0)
+            time.sleep(0.5)
+            acked.update(prod.finish())
+            checker.check(topic, parts, acked, f"(a) round {r + 1}/{rounds} (cut keep={keep}: "
+                          f"{cut['pages_lost']} pages and {cut['changes_undone']} changes lost)")
+    finally:
+        cluster.stop_all()
+    return rounds
+
+
+def round_b(vol, work, iterations, rng, checker_out):
+    cluster = Cluster(vol, work, 3)
+    checker = Checker(cluster)
+    checker_out.append(checker)
+    topic, parts = "powerloss-b", 3
+    acked = {}
+    done = 0
+    try:
+        cluster.start_all()
+        cluster.create_topic(topic, parts)
+        for k in range(iterations):
+            prod = Producing(cluster.bootstrap(), topic, parts, f"b{k}")
+            time.sleep(rng.uniform(0.5, 1.5))
+            leader = cluster.leaders(topic)[0]
+            cut = cluster.cut_and_kill(leader, rng.randrange(1 << 32), mount=leader)
+            time.sleep(rng.uniform(0, SESSION_TIMEOUT_S + 1))
+            cluster.start(leader)
+            time.sleep(1)
+            acked.update(prod.finish())
+            done += 1
+            checker.check(topic, parts, acked,
+                          f"(b) kill -9 + power cut of broker {leader}'s mount "
+                          f"({cut['pages_lost']} pages, {cut['changes_undone']} changes lost), restart")
+
+            prod = Producing(cluster.bootstrap(), topic, parts, f"b{k}z")
+            time.sleep(0.5)
+            leader = cluster.leaders(topic)[0]
+            cluster.procs[leader].send_signal(signal.SIGSTOP)
+            time.sleep(SESSION_TIMEOUT_S + 3)
+            cluster.procs[leader].send_signal(signal.SIGCONT)
+            time.sleep(1.5)
+            acked.update(prod.finish())
+            done += 1
+            checker.check(topic, parts, acked, f"(b) SIGSTOP of leader {leader} past the session "
+                          f"timeout, SIGCONT")
+    finally:
+        cluster.stop_all()
+    return done
+
+
+def topic_dirs(vol):
+    topics = os.path.join(vol.backing, "data", "topics")
+    return {e for e in os.listdir(topics) if e != "names"} if os.path.isdir(topics) else set()
+
+
+def round_c(vol, work, iterations, rng, checker_out, nfs_seen):
+    cluster = Cluster(vol, work, 3)
+    checker = Checker(cluster, group="powerloss-c")
+    checker_out.append(checker)
+    topic, parts = "powerloss-c", 3
+    done = 0
+    try:
+        cluster.start_all()
+        for k in range(iterations):
+            before = topic_dirs(vol)
+            cluster.create_topic(topic, parts)
+            ids = topic_dirs(vol) - before
+            prod = Producing(cluster.bootstrap(), topic, parts, f"c{k}")
+            time.sleep(1.0)
+            acked = prod.finish()
+            checker.forget(topic)
+            checker.check(topic, parts, acked, f"(c) generation {k + 1} of {topic} written")
+            # A consumer keeps fetching while the topic goes: the leaders
+            # hold their segments open.
+            c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"pl-c-reader-{k}",
+                          "auto.offset.reset": "earliest", "log_level": 0})
+            c.subscribe([topic])
+            c.consume(200, timeout=3)
+            watching = threading.Event()
+
+            def watch():
+                while not watching.is_set():
+                    nfs_seen.update(os.path.relpath(p, vol.backing) for p in vol.nfs_files())
+                    time.sleep(0.02)
+
+            w = threading.Thread(target=watch, daemon=True)
+            w.start()
+            fut = cluster.admin().delete_topics([topic], operation_timeout=30)
+            fut[topic].result(timeout=60)
+            c.consume(100, timeout=1)
+            c.close()
+            deadline = time.monotonic() + 60
+            while True:
+                left = [d for d in topic_dirs(vol) if any(i in d for i in ids)]
+                nfs = [p for p in vol.nfs_files() if "/topics/" in p]
+                if not left and not nfs:
+                    break
+                if time.monotonic() > deadline:
+                    watching.set()
+                    raise Failure(f"(c) deleted {topic} still on the volume after 60 s: {left} {nfs}")
+                time.sleep(0.2)
+            watching.set()
+            w.join()
+            done += 1
+            print(f"  (c) generation {k + 1} of {topic} deleted: nothing of it left on the volume "
+                  f"(.nfs names seen so far: {len(nfs_seen)})", flush=True)
+        # The name once more: only the new generation's records.
+        cluster.create_topic(topic, parts)
+        prod = Producing(cluster.bootstrap(), topic, parts, "c-last")
+        time.sleep(0.5)
+        acked = prod.finish()
+        checker.forget(topic)
+        log, _ends, consumer = checker.read_all(topic, parts)
+        consumer.close()
+        old = [v for v in log.values() if not v.startswith("c-last-")]
+        if old:
+            raise Failure(f"(c) the recreated {topic} shows records of a deleted one: {old[:5]}")
+        checker.check(topic, parts, acked, f"(c) {topic} recreated")
+        done += 1
+    finally:
+        cluster.stop_all()
+    return done
+
+
+def demo_lookupcache(work, binary):
+    """What `lookupcache=positive` prevents, shown on two mounts with real
+    kernel caches: with negative lookups cached (`lookupcache=all`), a host
+    that looked for the next epoch's claim keeps believing it absent after
+    another host created it; answered afresh, it sees the claim at once."""
+    seen = {}
+    for negative_ms, label in ((30000, "lookupcache=all"), (0, "lookupcache=positive")):
+        w = os.path.join(work, label)
+        os.makedirs(w)
+        vol = TestVol(w, 2, binary, ["--negative-ttl-ms", str(negative_ms)])
+        try:
+            claim = "epoch-0000000002"
+            host_a, host_b = (os.path.join(p, "data") for p in vol.points)
+            os.path.exists(os.path.join(host_b, claim))  # the zombie looks once
+            fd = os.open(os.path.join(host_a, claim), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.fsync(fd)
+            os.close(fd)
+            seen[label] = os.path.exists(os.path.join(host_b, claim))
+        finally:
+            vol.stop()
+    print(f"  mount options: another host's new claim seen at once with lookupcache=positive: "
+          f"{seen['lookupcache=positive']}; with lookupcache=all: {seen['lookupcache=all']}", flush=True)
+    if not seen["lookupcache=positive"] or seen["lookupcache=all"]:
+        raise Failure(f"the negative lookup cache did not behave as NFS's: {seen}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--testvol", default="target/release/testvol")
+    ap.add_argument("--rounds-a", type=int, default=20)
+    ap.add_argument("--iterations-b", type=int, default=2)
+    ap.add_argument("--iterations-c", type=int, default=2)
+    ap.add_argument("--only", choices=["a", "b", "c", "mount-options"])
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("POWERLOSS_SEED", "1")))
+    ap.add_argument("--commit-ms", default="2.5")
+    ap.add_argument("--metadata-ms", default="1")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    checkers, nfs_seen, rounds = [], set(), 0
+    started = time.monotonic()
+    failure = None
+    work_root = tempfile.mkdtemp(prefix="powerloss-", dir="target")
+    print(f"power-loss rounds, seed {args.seed}, commit {args.commit_ms} ms, metadata "
+          f"{args.metadata_ms} ms, work in {work_root}", flush=True)
+    vol = None
+    stats = {}
+    try:
+        if args.only in (None, "mount-options"):
+            demo_lookupcache(os.path.join(work_root, "mount-options"), args.testvol)
+        for name in ["a", "b", "c"]:
+            if args.only and name != args.only:
+                continue
+            work = os.path.join(work_root, name)
+            os.makedirs(work)
+            vol = TestVol(work, 1 if name == "a" else 3, args.testvol,
+                          ["--commit-ms", args.commit_ms, "--metadata-ms", args.metadata_ms])
+            try:
+                if name == "a":
+                    rounds += round_a(vol, work, args.rounds_a, rng, checkers)
+                elif name == "b":
+                    rounds += round_b(vol, work, args.iterations_b, rng, checkers)
+                else:
+                    rounds += round_c(vol, work, args.iterations_c, rng, checkers, nfs_seen)
+                for k, v in vol.stats().items():
+                    stats[k] = stats.get(k, 0) + v
+            finally:
+                vol.stop()
+    except (Failure, KafkaException, RuntimeError) as e:
+        failure = e
+    acked = sum(len(c.unique) for c in checkers)
+    checked = sum(c.acked_total for c in checkers)
+    lost = sum(len(c.lost) for c in checkers)
+    dup = sum(len(c.duplicated) for c in checkers)
+    print(f"rounds: {rounds}; records acknowledged: {acked} (checked {checked} times in all); "
+          f"lost: {lost}; duplicated: {dup}; .nfs files seen: {len(nfs_seen)}; "
+          f"in {time.monotonic() - started:.0f} s", flush=True)
+    if stats:
+        print("volume: " + ", ".join(f"{k}={int(v)}" for k, v in sorted(stats.items())), flush=True)
+    if failure or lost or dup:
+        print(f"FAILED: {failure}; logs kept in {work_root}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    shutil.rmtree(work_root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Teeth of the power-loss rounds: each patch in ci/powerloss/teeth/ takes
+# one durability step out of the production code (PosixVfs and atomic
+# replace); the rounds must fail with it. Each is built from a copy of this
+# tree (target/teeth/src, its own target directory), so the tree itself is
+# never changed. Prints one line a patch: caught or SURVIVED; exits 1 if
+# any survived. Arguments go to rounds.py (default: round (a) only).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(--only a --rounds-a 20)
+cargo build --locked --release -q -p testvol
+source ci/clients/venv.sh
+src=target/teeth/src
+survived=0
+for patch in ci/powerloss/teeth/*.patch; do
+    name=$(basename "$patch" .patch)
+    rm -rf "$src" && mkdir -p "$src"
+    git ls-files -co --exclude-standard | grep -v '^target/' | tar -cT - | tar -x -C "$src"
+    (cd "$src" && git apply "$OLDPWD/$patch")
+    CARGO_TARGET_DIR="$PWD/target/teeth/build" cargo build --locked --release -q -p broker --manifest-path "$src/Cargo.toml"
+    log=target/teeth/$name.log
+    start=$SECONDS
+    if KAAS_BIN=target/teeth/build/release/kaas "$venv/bin/python" -u ci/powerloss/rounds.py "${args[@]}" >"$log" 2>&1; then
+        echo "SURVIVED $name ($(sed -n 1p "$patch")): the rounds passed; see $log"
+        survived=1
+    else
+        echo "caught   $name in $((SECONDS - start)) s: $(grep -m1 -E 'FAILED|Failure|lost' "$log" | cut -c1-300)"
+    fi
+done
+exit "$survived"
