@@ -10,7 +10,9 @@ committed offsets never go back, brokers restart without repair.
       the session timeout, then SIGCONT;
   (c) DeleteTopics while brokers still have the partitions open (the
       `.nfs` case), until nothing of the topic is left on the volume, and
-      a recreate of the same name.
+      a recreate of the same name;
+  (d) one broker under a full volume (ENOSPC), failing writes and fsyncs
+      (EIO) and renames answering ESTALE.
 
 Prints rounds, records acknowledged and lost, and `.nfs` files seen; exits
 1 when anything was lost or a check failed."""
@@ -315,6 +317,46 @@ def round_b(vol, work, iterations, rng, checker_out):
     return done
 
 
+def round_d(vol, work, rng, checker_out):
+    """A full volume and failing writes and fsyncs under one broker: the
+    producer gets errors or waits, nothing acknowledged is lost, the broker
+    stays up (or, if it stops, starts again without repair)."""
+    cluster = Cluster(vol, work, 1)
+    checker = Checker(cluster, group="powerloss-d")
+    checker_out.append(checker)
+    topic, parts = "powerloss-d", 3
+    acked = {}
+    done = 0
+    faults = [
+        ("full on", "the volume full (ENOSPC on every write, create and mkdir)"),
+        ("fail op=fsync errno=EIO count=3", "three fsyncs failing with EIO"),
+        ("fail op=write errno=EIO count=5", "five writes failing with EIO"),
+        ("fail op=rename errno=ESTALE count=2", "two renames answering ESTALE"),
+    ]
+    try:
+        cluster.start(0)
+        cluster.create_topic(topic, parts)
+        for k, (command, what) in enumerate(faults):
+            prod = Producing(cluster.bootstrap(), topic, parts, f"d{k}")
+            time.sleep(0.5)
+            vol.command(command)
+            time.sleep(1.5)
+            vol.command("clear")
+            time.sleep(1.0)
+            restarted = ""
+            if cluster.procs[0].poll() is not None:
+                restarted = f"; the broker exited with {cluster.procs[0].returncode} and was started again"
+                cluster.procs[0] = None
+                cluster.start(0)
+            acked.update(prod.finish())
+            done += 1
+            errors = ", ".join(f"{n} {e}" for e, n in prod.errors.most_common(3)) or "none"
+            checker.check(topic, parts, acked, f"(d) {what} (producer errors: {errors}{restarted})")
+    finally:
+        cluster.stop_all()
+    return done
+
+
 def topic_dirs(vol):
     topics = os.path.join(vol.backing, "data", "topics")
     return {e for e in os.listdir(topics) if e != "names"} if os.path.isdir(topics) else set()
@@ -421,10 +463,14 @@ def main():
     ap.add_argument("--rounds-a", type=int, default=20)
     ap.add_argument("--iterations-b", type=int, default=2)
     ap.add_argument("--iterations-c", type=int, default=2)
-    ap.add_argument("--only", choices=["a", "b", "c", "mount-options"])
+    ap.add_argument("--only", choices=["a", "b", "c", "d", "mount-options"])
     ap.add_argument("--seed", type=int, default=int(os.environ.get("POWERLOSS_SEED", "1")))
     ap.add_argument("--commit-ms", default="2.5")
     ap.add_argument("--metadata-ms", default="1")
+    ap.add_argument("--entry-ttl-ms", default="1000",
+                    help="how long each mount's kernel trusts a name it looked up (NFS caches "
+                         "positive lookups too): a name another host replaced meanwhile leads "
+                         "to a stale handle, which the kernel answers by looking it up again")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     checkers, nfs_seen, rounds = [], set(), 0
@@ -438,20 +484,23 @@ def main():
     try:
         if args.only in (None, "mount-options"):
             demo_lookupcache(os.path.join(work_root, "mount-options"), args.testvol)
-        for name in ["a", "b", "c"]:
+        for name in ["a", "b", "c", "d"]:
             if args.only and name != args.only:
                 continue
             work = os.path.join(work_root, name)
             os.makedirs(work)
-            vol = TestVol(work, 1 if name == "a" else 3, args.testvol,
-                          ["--commit-ms", args.commit_ms, "--metadata-ms", args.metadata_ms])
+            vol = TestVol(work, 1 if name in ("a", "d") else 3, args.testvol,
+                          ["--commit-ms", args.commit_ms, "--metadata-ms", args.metadata_ms,
+                           "--entry-ttl-ms", args.entry_ttl_ms])
             try:
                 if name == "a":
                     rounds += round_a(vol, work, args.rounds_a, rng, checkers)
                 elif name == "b":
                     rounds += round_b(vol, work, args.iterations_b, rng, checkers)
-                else:
+                elif name == "c":
                     rounds += round_c(vol, work, args.iterations_c, rng, checkers, nfs_seen)
+                else:
+                    rounds += round_d(vol, work, rng, checkers)
                 for k, v in vol.stats().items():
                     stats[k] = stats.get(k, 0) + v
             finally:
@@ -470,7 +519,10 @@ def main():
     if failure or lost or dup:
         print(f"FAILED: {failure}; logs kept in {work_root}", file=sys.stderr, flush=True)
         sys.exit(1)
-    shutil.rmtree(work_root, ignore_errors=True)
+    if os.environ.get("POWERLOSS_KEEP"):
+        print(f"logs kept in {work_root} (POWERLOSS_KEEP)")
+    else:
+        shutil.rmtree(work_root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -86,3 +86,17 @@ def fuse_available():
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return "/dev/fuse is not readable and writable by this user"
     return None
+
+
+if __name__ == "__main__":
+    # python3 ci/powerloss/testvol.py SOCKET COMMAND...: one control command.
+    import sys
+
+    if len(sys.argv) < 3:
+        sys.exit("usage: testvol.py SOCKET COMMAND [ARG=VALUE...]")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(sys.argv[1])
+        s.sendall((" ".join(sys.argv[2:]) + "\n").encode())
+        answer = s.makefile().readline().strip()
+    print(answer)
+    sys.exit(0 if answer.startswith("ok") else 1)

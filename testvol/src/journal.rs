@@ -54,7 +54,31 @@ enum MetaOp {
     },
 }
 
+/// `p` after a move of directory `from` to `to`, if `p` lies inside it.
+fn inside_moved(p: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
+    let rest = p.strip_prefix(from).ok()?;
+    (!rest.as_os_str().is_empty()).then(|| to.join(rest))
+}
+
 impl MetaOp {
+    /// Follows a rename of directory `from` to `to`: a pending change of
+    /// an entry inside it now names the entry where it is (and its
+    /// directory's fsync, under the new name, makes it durable).
+    fn follow(&mut self, from: &Path, to: &Path) {
+        let paths: Vec<&mut PathBuf> = match self {
+            MetaOp::Created { path }
+            | MetaOp::Removed { path, .. }
+            | MetaOp::MadeDir { path }
+            | MetaOp::RemovedDir { path } => vec![path],
+            MetaOp::Renamed { from, to, .. } => vec![from, to],
+        };
+        for p in paths {
+            if let Some(moved) = inside_moved(p, from, to) {
+                *p = moved;
+            }
+        }
+    }
+
     /// The directories whose fsync makes this change durable.
     fn dirs(&self) -> Vec<PathBuf> {
         let parent = |p: &Path| p.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -274,6 +298,11 @@ impl Journal {
         };
         fs::rename(self.abs(from), self.abs(to))?;
         self.move_undo(from, to);
+        if self.abs(to).is_dir() {
+            for (_, op) in &mut self.ops {
+                op.follow(from, to);
+            }
+        }
         self.ops.push((
             owner,
             MetaOp::Renamed {
@@ -393,16 +422,29 @@ impl Journal {
             .take_while(|_| keep > 0.0 && rng.gen_bool(keep))
             .count();
         report.changes_kept = keep_ops;
-        for (_, op) in mine.into_iter().skip(keep_ops).rev() {
+        let mut mine: Vec<MetaOp> = mine.into_iter().skip(keep_ops).map(|(_, op)| op).collect();
+        while let Some(op) = mine.pop() {
             report.changes_undone += 1;
-            if only.is_some() {
+            // A directory moved back takes the older changes inside it back
+            // to its old name.
+            let dir_back = match &op {
+                MetaOp::Renamed { from, to, .. } if self.abs(to).is_dir() => {
+                    Some((to.clone(), from.clone()))
+                }
+                _ => None,
+            };
+            match self.undo(op) {
+                Ok(()) => {
+                    if let Some((now, then)) = dir_back {
+                        for op in mine.iter_mut().chain(self.ops.iter_mut().map(|(_, op)| op)) {
+                            op.follow(&now, &then);
+                        }
+                    }
+                }
                 // Another mount may have moved on from what this change
                 // touched: take back what can be, count the rest.
-                if self.undo(op).is_err() {
-                    report.undo_conflicts += 1;
-                }
-            } else {
-                self.undo(op)?;
+                Err(_) if only.is_some() => report.undo_conflicts += 1,
+                Err(e) => return Err(e),
             }
         }
         let files = std::mem::take(&mut self.files);
@@ -632,5 +674,39 @@ mod tests {
         assert_eq!(read(&j, "from-1"), None);
         assert!(read(&j, "from-2").is_some());
         assert_eq!(j.pending(), (2, 1), "b and from-2 still wait for a sync");
+    }
+
+    #[test]
+    fn changes_inside_a_directory_follow_its_rename_and_come_back_with_it() {
+        // A directory built under a staging name, renamed into place; the
+        // renames inside it were never synced.
+        let (_d, mut j) = volume();
+        j.mkdir(0, Path::new("stage")).unwrap();
+        j.fsync_dir(Path::new(""));
+        durable(&mut j, "stage/m", b"old");
+        let (tmp, m) = (Path::new("stage/m.tmp"), Path::new("stage/m"));
+        j.create(0, tmp).unwrap();
+        j.write(0, tmp, 0, b"new").unwrap();
+        j.fsync_file(tmp);
+        j.rename(0, tmp, m).unwrap(); // pending: "stage" not synced
+        j.rename(0, Path::new("stage"), Path::new("topic")).unwrap();
+        j.fsync_dir(Path::new(""));
+        assert_eq!(
+            j.pending().1,
+            2,
+            "create and rename inside, now under topic/"
+        );
+        j.power_cut(9, 0.0).unwrap();
+        assert_eq!(read(&j, "topic/m").unwrap(), b"old");
+        assert_eq!(read(&j, "topic/m.tmp"), None);
+        // Undone the other way round: the directory rename too.
+        let mut j2 = Journal::new(_d.path()).unwrap();
+        j2.create(0, Path::new("topic/x")).unwrap();
+        j2.rename(0, Path::new("topic"), Path::new("moved"))
+            .unwrap();
+        let r = j2.power_cut(10, 0.0).unwrap();
+        assert_eq!(r.changes_undone, 2);
+        assert!(read(&j2, "topic/m").is_some());
+        assert_eq!(read(&j2, "topic/x"), None);
     }
 }

@@ -54,6 +54,9 @@ struct Args {
     /// `lookupcache=all`, to show what goes wrong with it.
     #[arg(long, default_value_t = 0)]
     negative_ttl_ms: u64,
+    /// Print every create, rename, unlink and sync to stderr.
+    #[arg(long)]
+    trace: bool,
     /// Threads that wait out latencies (operations in flight at once).
     #[arg(long, default_value_t = 64)]
     delay_threads: usize,
@@ -80,6 +83,7 @@ fn run(args: Args, signals: libc::sigset_t) -> Result<(), String> {
         commit: Duration::from_secs_f64(args.commit_ms.max(0.0) / 1000.0),
         metadata: Duration::from_secs_f64(args.metadata_ms.max(0.0) / 1000.0),
     };
+    volume.trace = args.trace;
     let volume = Arc::new(Mutex::new(volume));
     let caches = Caches {
         entry: Duration::from_millis(args.entry_ttl_ms),

@@ -176,6 +176,20 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// [`Mount::later`] for an operation that answers nothing but success.
+    fn later_empty<F>(&self, cost: Cost, reply: ReplyEmpty, op: F)
+    where
+        F: FnOnce(&mut Volume) -> crate::volume::Res<()> + Send + 'static,
+    {
+        self.later(cost, move |v| match v.map(op) {
+            None => reply.error(libc::EIO),
+            Some(Ok(())) => reply.ok(),
+            Some(Err(e)) => reply.error(e),
+        });
+    }
+}
+
 impl Filesystem for Mount {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         // Cached pages are dropped when the attributes show another mount
@@ -258,23 +272,15 @@ impl Filesystem for Mount {
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let (id, name) = (self.id, name.to_owned());
-        self.later(Cost::Metadata, move |v| match v {
-            None => reply.error(libc::EIO),
-            Some(v) => match v.unlink(id, parent, Path::new(&name)) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            },
+        self.later_empty(Cost::Metadata, reply, move |v| {
+            v.unlink(id, parent, Path::new(&name))
         });
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let (id, name) = (self.id, name.to_owned());
-        self.later(Cost::Metadata, move |v| match v {
-            None => reply.error(libc::EIO),
-            Some(v) => match v.rmdir(id, parent, Path::new(&name)) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            },
+        self.later_empty(Cost::Metadata, reply, move |v| {
+            v.rmdir(id, parent, Path::new(&name))
         });
     }
 
@@ -293,13 +299,8 @@ impl Filesystem for Mount {
             return reply.error(libc::EINVAL);
         }
         let (id, name, newname) = (self.id, name.to_owned(), newname.to_owned());
-        self.later(Cost::Metadata, move |v| match v {
-            None => reply.error(libc::EIO),
-            Some(v) => match v.rename(id, parent, Path::new(&name), newparent, Path::new(&newname))
-            {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            },
+        self.later_empty(Cost::Metadata, reply, move |v| {
+            v.rename(id, parent, Path::new(&name), newparent, Path::new(&newname))
         });
     }
 
@@ -373,13 +374,7 @@ impl Filesystem for Mount {
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
         let id = self.id;
-        self.later(Cost::Commit, move |v| match v {
-            None => reply.error(libc::EIO),
-            Some(v) => match v.fsync(id, ino) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            },
-        });
+        self.later_empty(Cost::Commit, reply, move |v| v.fsync(id, ino));
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -420,13 +415,7 @@ impl Filesystem for Mount {
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
         let id = self.id;
-        self.later(Cost::Commit, move |v| match v {
-            None => reply.error(libc::EIO),
-            Some(v) => match v.fsync_dir(id, ino) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            },
-        });
+        self.later_empty(Cost::Commit, reply, move |v| v.fsync_dir(id, ino));
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

@@ -128,6 +128,8 @@ pub struct Volume {
     pub full: bool,
     pub latency: Latency,
     pub stats: Stats,
+    /// Print every change and sync to stderr (`--trace`).
+    pub trace: bool,
 }
 
 impl Volume {
@@ -150,6 +152,7 @@ impl Volume {
             full: false,
             latency: Latency::default(),
             stats: Stats::default(),
+            trace: false,
         };
         let backing = fs::metadata(root)?.ino();
         v.nodes.insert(
@@ -161,6 +164,12 @@ impl Volume {
         );
         v.by_backing.insert(backing, ROOT);
         Ok(v)
+    }
+
+    fn trace(&self, mount: u32, what: &str, path: &Path) {
+        if self.trace {
+            eprintln!("testvol: mount {mount} {what} {}", path.display());
+        }
     }
 
     pub fn generation(&self, mount: u32) -> u64 {
@@ -317,6 +326,7 @@ impl Volume {
                 .map_err(|e| errno(&e))?,
             Err(e) => return Err(errno(&e)),
         };
+        self.trace(mount, "create", &rel);
         let (ino, meta) = self.node_at(&rel)?;
         let fh = self.add_handle(mount, ino, file);
         Ok((ino, fh, meta))
@@ -371,6 +381,7 @@ impl Volume {
         self.check(mount, Op::Fsync)?;
         let path = self.path(ino)?;
         self.journal.fsync_file(&path);
+        self.trace(mount, "fsync", &path);
         self.stats.fsyncs += 1;
         Ok(())
     }
@@ -379,6 +390,7 @@ impl Volume {
         self.check(mount, Op::Fsync)?;
         let path = self.path(ino)?;
         self.journal.fsync_dir(&path);
+        self.trace(mount, "fsync dir", &path);
         self.stats.dir_fsyncs += 1;
         Ok(())
     }
@@ -432,6 +444,7 @@ impl Volume {
             }
         }
         self.journal.unlink(mount, &rel).map_err(|e| errno(&e))?;
+        self.trace(mount, "unlink", &rel);
         self.forget_path(&rel);
         Ok(())
     }
@@ -477,6 +490,8 @@ impl Volume {
         self.journal
             .rename(mount, &from, &to)
             .map_err(|e| errno(&e))?;
+        self.trace(mount, "rename", &from);
+        self.trace(mount, "  to", &to);
         if let Some(ino) = replaced {
             self.drop_node(ino);
         }
