@@ -468,9 +468,7 @@ def main():
     ap.add_argument("--commit-ms", default="2.5")
     ap.add_argument("--metadata-ms", default="1")
     ap.add_argument("--entry-ttl-ms", default="1000",
-                    help="how long each mount's kernel trusts a name it looked up (NFS caches "
-                         "positive lookups too): a name another host replaced meanwhile leads "
-                         "to a stale handle, which the kernel answers by looking it up again")
+                    help="how long each mount's kernel trusts a name it looked up")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     checkers, nfs_seen, rounds = [], set(), 0

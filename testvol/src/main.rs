@@ -41,9 +41,11 @@ struct Args {
     /// Latency of a create, mkdir, rename, unlink or rmdir, in ms.
     #[arg(long, default_value_t = 1.0)]
     metadata_ms: f64,
-    /// How long a mount's kernel trusts a name it looked up, in ms (0:
-    /// every open looks the name up again, NFS's close-to-open).
-    #[arg(long, default_value_t = 0)]
+    /// How long a mount's kernel trusts a name it looked up, in ms (NFS
+    /// caches positive lookups too). A name another mount replaced
+    /// meanwhile leads to a removed file, which answers ESTALE, and the
+    /// kernel looks the name up again: open still sees the newest file.
+    #[arg(long, default_value_t = 1000)]
     entry_ttl_ms: u64,
     /// How long a mount's kernel trusts a file's attributes, in ms (NFS's
     /// acregmin is 3 s).
