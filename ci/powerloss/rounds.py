@@ -71,26 +71,27 @@ class Cluster:
 
     def kill(self, i):
         p = self.procs[i]
-        p.send_signal(signal.SIGCONT)
-        p.kill()
+        p.kill()  # SIGKILL ends a stopped process too
         p.wait(timeout=30)
         self.procs[i] = None
 
     def stop_all(self):
         for i, p in enumerate(self.procs):
             if p is not None:
-                p.send_signal(signal.SIGCONT)
                 p.kill()
                 p.wait(timeout=30)
                 self.procs[i] = None
 
     def cut_and_kill(self, i, seed, keep=0.0, mount=None):
-        """Broker i and the power go together: stopped first, so that it
-        makes no change after the cut (what it had in flight fails with
-        EIO), then the cut, then kill -9."""
+        """Broker i and the power go together: stopped first, then the cut
+        (the mount stays dark: what the process still had queued or in
+        flight fails with EIO), kill -9, and power back on."""
         self.procs[i].send_signal(signal.SIGSTOP)
         cut = self.vol.cut(seed=seed, keep=keep, mount=mount)
         self.kill(i)
+        self.vol.command("on" if mount is None else f"on mount={mount}")
+        if mount is None and int(cut["undo_conflicts"]):
+            raise Failure(f"a power cut of the whole volume could not take everything back: {cut}")
         return cut
 
     def bootstrap(self):
@@ -339,9 +340,12 @@ def round_d(vol, work, rng, checker_out):
         for k, (command, what) in enumerate(faults):
             prod = Producing(cluster.bootstrap(), topic, parts, f"d{k}")
             time.sleep(0.5)
+            injected = vol.stats()["faults_injected"]
             vol.command(command)
             time.sleep(1.5)
             vol.command("clear")
+            if vol.stats()["faults_injected"] <= injected:
+                raise Failure(f"(d) {what}: no operation met the fault")
             time.sleep(1.0)
             restarted = ""
             if cluster.procs[0].poll() is not None:
@@ -374,6 +378,8 @@ def round_c(vol, work, iterations, rng, checker_out, nfs_seen):
             before = topic_dirs(vol)
             cluster.create_topic(topic, parts)
             ids = topic_dirs(vol) - before
+            if not ids:
+                raise Failure(f"(c) creating {topic} made no directory under topics/")
             prod = Producing(cluster.bootstrap(), topic, parts, f"c{k}")
             time.sleep(1.0)
             acked = prod.finish()
@@ -394,22 +400,25 @@ def round_c(vol, work, iterations, rng, checker_out, nfs_seen):
 
             w = threading.Thread(target=watch, daemon=True)
             w.start()
-            fut = cluster.admin().delete_topics([topic], operation_timeout=30)
-            fut[topic].result(timeout=60)
-            c.consume(100, timeout=1)
-            c.close()
+            try:
+                fut = cluster.admin().delete_topics([topic], operation_timeout=30)
+                fut[topic].result(timeout=60)
+                c.consume(100, timeout=1)
+            finally:
+                c.close()
             deadline = time.monotonic() + 60
-            while True:
-                left = [d for d in topic_dirs(vol) if any(i in d for i in ids)]
-                nfs = [p for p in vol.nfs_files() if "/topics/" in p]
-                if not left and not nfs:
-                    break
-                if time.monotonic() > deadline:
-                    watching.set()
-                    raise Failure(f"(c) deleted {topic} still on the volume after 60 s: {left} {nfs}")
-                time.sleep(0.2)
-            watching.set()
-            w.join()
+            try:
+                while True:
+                    left = [d for d in topic_dirs(vol) if any(i in d for i in ids)]
+                    nfs = [p for p in vol.nfs_files() if "/topics/" in p]
+                    if not left and not nfs:
+                        break
+                    if time.monotonic() > deadline:
+                        raise Failure(f"(c) deleted {topic} still on the volume after 60 s: {left} {nfs}")
+                    time.sleep(0.2)
+            finally:
+                watching.set()
+                w.join()
             done += 1
             print(f"  (c) generation {k + 1} of {topic} deleted: nothing of it left on the volume "
                   f"(.nfs names seen so far: {len(nfs_seen)})", flush=True)
@@ -503,8 +512,8 @@ def main():
                     stats[k] = stats.get(k, 0) + v
             finally:
                 vol.stop()
-    except (Failure, KafkaException, RuntimeError) as e:
-        failure = e
+    except Exception as e:  # noqa: BLE001 - every failure gets the summary below
+        failure = f"{type(e).__name__}: {e}"
     acked = sum(len(c.unique) for c in checkers)
     checked = sum(c.acked_total for c in checkers)
     lost = sum(len(c.lost) for c in checkers)

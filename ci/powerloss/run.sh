@@ -5,14 +5,8 @@
 # with a loud message; under CI (CI set) that is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-why=""
-if [ ! -e /dev/fuse ]; then
-    why="/dev/fuse does not exist"
-elif [ ! -r /dev/fuse ] || [ ! -w /dev/fuse ]; then
-    why="/dev/fuse is not readable and writable by $(id -un)"
-elif [ "$(id -u)" != 0 ] && ! command -v fusermount3 >/dev/null && ! command -v fusermount >/dev/null; then
-    why="not root and no fusermount3 to mount with"
-fi
+source ci/powerloss/fuse.sh
+why=$fuse_missing
 if [ -n "$why" ]; then
     if [ -n "${CI:-}" ]; then
         echo "power-loss rounds cannot run: $why (CI requires FUSE)" >&2

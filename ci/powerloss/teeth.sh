@@ -7,6 +7,11 @@
 # any survived. Arguments go to rounds.py (default: round (a) only).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source ci/powerloss/fuse.sh
+if [ -n "$fuse_missing" ]; then
+    echo "teeth.sh needs FUSE: $fuse_missing" >&2
+    exit 1
+fi
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--only a --rounds-a 20)
 cargo build --locked --release -q -p testvol
@@ -29,11 +34,16 @@ for patch in ci/powerloss/teeth/*.patch; do
     CARGO_TARGET_DIR="$PWD/target/teeth/build" cargo build --locked --release -q -p broker --manifest-path "$src/Cargo.toml"
     log=target/teeth/$name.log
     start=$SECONDS
-    if KAAS_BIN=target/teeth/build/release/kaas "$venv/bin/python" -u ci/powerloss/rounds.py "${args[@]}" >"$log" 2>&1; then
-        echo "SURVIVED $name ($(sed -n 1p "$patch")): the rounds passed; see $log"
-        survived=1
+    KAAS_BIN=target/teeth/build/release/kaas "$venv/bin/python" -u ci/powerloss/rounds.py "${args[@]}" >"$log" 2>&1 || true
+    # Caught only by what the rounds check: acknowledged records lost or
+    # read twice, committed offsets gone back, a broker that cannot start
+    # again. Any other failure (the volume, the clients) proves nothing.
+    verdict=$(grep -m1 -E '^FAILED: .*(acknowledged records|committed offsets went back|kaas exited|did not listen)' "$log" || true)
+    if [ -n "$verdict" ]; then
+        echo "caught   $name in $((SECONDS - start)) s: $(cut -c1-400 <<<"$verdict")"
     else
-        echo "caught   $name in $((SECONDS - start)) s: $(grep -m1 FAILED "$log" | cut -c1-400)"
+        echo "SURVIVED $name ($(sed -n 1p "$patch")): no check of the rounds failed; see $log"
+        survived=1
     fi
 done
 exit "$survived"

@@ -22,6 +22,20 @@ class TestVol:
         self.log_path = os.path.join(work, "testvol.log")
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        try:
+            self._wait_mounted()
+            # The data directory kaas is given, made durable on the volume.
+            os.makedirs(os.path.join(self.points[0], "data"), exist_ok=True)
+            fd = os.open(self.points[0], os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_mounted(self):
         deadline = time.monotonic() + 10
         while not (os.path.exists(self.control) and all(os.path.ismount(p) for p in self.points)):
             if self.proc.poll() is not None:
@@ -29,13 +43,6 @@ class TestVol:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"testvol did not mount in 10 s; see {self.log_path}")
             time.sleep(0.05)
-        # The data directory kaas is given, made durable on the volume.
-        os.makedirs(os.path.join(self.points[0], "data"), exist_ok=True)
-        fd = os.open(self.points[0], os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     def command(self, line):
         """Sends one control command; returns its key=value answer as a dict."""

@@ -1,7 +1,9 @@
 //! The control socket: one command a line, one answer a line.
 //!
 //! ```text
-//! cut [mount=N] [seed=S] [keep=F]   lose power (all mounts, or one)
+//! cut [mount=N] [seed=S] [keep=F]   lose power (all mounts, or one); the
+//!                                   cut mounts answer EIO until `on`
+//! on [mount=N]                      power back on
 //! fail op=OP errno=E [count=N] [mount=N]
 //!                                   OP: read write fsync create mkdir rename
 //!                                   unlink rmdir any; E: EIO ENOSPC ESTALE
@@ -104,9 +106,13 @@ fn command(line: &str, volume: &Shared) -> Result<Option<String>, String> {
                 .power_cut(mount, seed, keep)
                 .map_err(|e| format!("the cut failed: {e}"))?;
             Ok(Some(format!(
-                " pages_lost={} pages_kept={} changes_undone={} changes_kept={} undo_conflicts={}",
+                " pages_lost={} pages_kept={} changes_undone={} changes_kept={} undo_conflicts={} dark=1",
                 r.pages_lost, r.pages_kept, r.changes_undone, r.changes_kept, r.undo_conflicts
             )))
+        }
+        "on" => {
+            v.power_on(mount);
+            Ok(Some(String::new()))
         }
         "fail" => {
             let op = match args.get("op").copied() {
@@ -115,10 +121,14 @@ fn command(line: &str, volume: &Shared) -> Result<Option<String>, String> {
             };
             let name = args.get("errno").copied().unwrap_or("EIO");
             let errno = errno_named(name).ok_or(format!("unknown errno {name}"))?;
+            let left = num("count")?;
+            if left == Some(0) {
+                return Err("count: at least 1 (leave it out for every operation)".into());
+            }
             v.faults.push(Fault {
                 op,
                 errno,
-                left: num("count")?,
+                left,
                 mount,
             });
             Ok(Some(String::new()))

@@ -54,6 +54,38 @@ enum MetaOp {
     },
 }
 
+/// A metadata change waiting for its directories' fsyncs.
+#[derive(Debug)]
+struct Pending {
+    /// The mount that made it.
+    owner: u32,
+    op: MetaOp,
+    /// The directories not synced since (a rename between directories
+    /// waits for both).
+    waiting: Vec<PathBuf>,
+}
+
+impl Pending {
+    fn new(owner: u32, op: MetaOp) -> Self {
+        let mut waiting = op.dirs();
+        waiting.dedup();
+        Self { owner, op, waiting }
+    }
+
+    /// Follows a rename of directory `from` to `to` (see `MetaOp::follow`);
+    /// a directory it waits for may be the renamed one itself.
+    fn follow(&mut self, from: &Path, to: &Path) {
+        self.op.follow(from, to);
+        for d in &mut self.waiting {
+            if d == from {
+                *d = to.to_path_buf();
+            } else if let Some(moved) = inside_moved(d, from, to) {
+                *d = moved;
+            }
+        }
+    }
+}
+
 /// `p` after a move of directory `from` to `to`, if `p` lies inside it.
 fn inside_moved(p: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
     let rest = p.strip_prefix(from).ok()?;
@@ -61,6 +93,17 @@ fn inside_moved(p: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
 }
 
 impl MetaOp {
+    /// The names this change made or removed.
+    fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            MetaOp::Created { path }
+            | MetaOp::Removed { path, .. }
+            | MetaOp::MadeDir { path }
+            | MetaOp::RemovedDir { path } => vec![path.clone()],
+            MetaOp::Renamed { from, to, .. } => vec![from.clone(), to.clone()],
+        }
+    }
+
     /// Follows a rename of directory `from` to `to`: a pending change of
     /// an entry inside it now names the entry where it is (and its
     /// directory's fsync, under the new name, makes it durable).
@@ -99,9 +142,11 @@ pub struct CutReport {
     pub pages_kept: usize,
     pub changes_undone: usize,
     pub changes_kept: usize,
-    /// Changes of the cut mount that a later change of another mount made
-    /// impossible to take back (it renamed or removed what they touched).
+    /// Changes that could not be taken back because what they touched
+    /// was changed since (by another mount, for the cut of one mount).
     pub undo_conflicts: usize,
+    /// The paths whose name or content the cut changed.
+    pub touched: Vec<PathBuf>,
 }
 
 /// A backing directory with its pending changes.
@@ -109,7 +154,7 @@ pub struct Journal {
     root: PathBuf,
     files: BTreeMap<PathBuf, FileUndo>,
     /// Pending metadata changes, oldest first, with the mount that made them.
-    ops: Vec<(u32, MetaOp)>,
+    ops: Vec<Pending>,
     /// Makes graveyard names unique.
     buried: u64,
 }
@@ -257,7 +302,7 @@ impl Journal {
                 ..FileUndo::default()
             },
         );
-        self.ops.push((
+        self.ops.push(Pending::new(
             owner,
             MetaOp::Created {
                 path: rel.to_path_buf(),
@@ -268,12 +313,15 @@ impl Journal {
 
     /// Unlinks `rel`: it waits in the graveyard until the unlink is durable.
     pub fn unlink(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
+        if fs::symlink_metadata(self.abs(rel))?.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
         let kept_at = self.grave();
         fs::rename(self.abs(rel), self.abs(&kept_at))?;
         if let Some(undo) = self.files.remove(rel) {
             self.files.insert(kept_at.clone(), undo);
         }
-        self.ops.push((
+        self.ops.push(Pending::new(
             owner,
             MetaOp::Removed {
                 path: rel.to_path_buf(),
@@ -286,6 +334,12 @@ impl Journal {
     /// Renames `from` to `to`, replacing a file there (kept in the
     /// graveyard until the rename is durable).
     pub fn rename(&mut self, owner: u32, from: &Path, to: &Path) -> io::Result<()> {
+        // Checked first: the target goes to the graveyard before the rename,
+        // and must come back if the rename cannot happen.
+        let source = fs::symlink_metadata(self.abs(from))?;
+        if source.is_dir() && self.abs(to).is_file() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
         let replaced = if self.abs(to).is_file() {
             let grave = self.grave();
             fs::rename(self.abs(to), self.abs(&grave))?;
@@ -296,14 +350,20 @@ impl Journal {
         } else {
             None
         };
-        fs::rename(self.abs(from), self.abs(to))?;
+        if let Err(e) = fs::rename(self.abs(from), self.abs(to)) {
+            if let Some(grave) = &replaced {
+                fs::rename(self.abs(grave), self.abs(to))?;
+                self.move_undo(grave, to);
+            }
+            return Err(e);
+        }
         self.move_undo(from, to);
-        if self.abs(to).is_dir() {
-            for (_, op) in &mut self.ops {
-                op.follow(from, to);
+        if source.is_dir() {
+            for p in &mut self.ops {
+                p.follow(from, to);
             }
         }
-        self.ops.push((
+        self.ops.push(Pending::new(
             owner,
             MetaOp::Renamed {
                 from: from.to_path_buf(),
@@ -336,7 +396,7 @@ impl Journal {
 
     pub fn mkdir(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
         fs::create_dir(self.abs(rel))?;
-        self.ops.push((
+        self.ops.push(Pending::new(
             owner,
             MetaOp::MadeDir {
                 path: rel.to_path_buf(),
@@ -347,7 +407,7 @@ impl Journal {
 
     pub fn rmdir(&mut self, owner: u32, rel: &Path) -> io::Result<()> {
         fs::remove_dir(self.abs(rel))?;
-        self.ops.push((
+        self.ops.push(Pending::new(
             owner,
             MetaOp::RemovedDir {
                 path: rel.to_path_buf(),
@@ -361,22 +421,20 @@ impl Journal {
     pub fn fsync_dir(&mut self, rel: &Path) {
         let mut synced: Vec<PathBuf> = Vec::new();
         let mut kept = Vec::new();
-        for (owner, op) in std::mem::take(&mut self.ops) {
-            let dirs = op.dirs();
-            if dirs.iter().all(|d| d == rel) {
-                if let MetaOp::Removed { kept_at, .. } = &op {
-                    synced.push(kept_at.clone());
-                }
-                if let MetaOp::Renamed {
-                    replaced: Some(grave),
-                    ..
-                } = &op
-                {
-                    synced.push(grave.clone());
-                }
+        for mut p in std::mem::take(&mut self.ops) {
+            p.waiting.retain(|d| d != rel);
+            if !p.waiting.is_empty() {
+                kept.push(p);
                 continue;
             }
-            kept.push((owner, op));
+            match p.op {
+                MetaOp::Removed { kept_at, .. } => synced.push(kept_at),
+                MetaOp::Renamed {
+                    replaced: Some(grave),
+                    ..
+                } => synced.push(grave),
+                _ => {}
+            }
         }
         self.ops = kept;
         for grave in synced {
@@ -416,35 +474,37 @@ impl Journal {
         // takes its data with it.
         let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ops)
             .into_iter()
-            .partition(|(owner, _)| hit(*owner));
+            .partition(|p| hit(p.owner));
         self.ops = others;
         let keep_ops = (0..mine.len())
             .take_while(|_| keep > 0.0 && rng.gen_bool(keep))
             .count();
         report.changes_kept = keep_ops;
-        let mut mine: Vec<MetaOp> = mine.into_iter().skip(keep_ops).map(|(_, op)| op).collect();
-        while let Some(op) = mine.pop() {
+        let mut mine: Vec<Pending> = mine.into_iter().skip(keep_ops).collect();
+        // One mount's cut must not undo over what other mounts did since.
+        let careful = only.is_some();
+        while let Some(p) = mine.pop() {
             report.changes_undone += 1;
+            report.touched.extend(p.op.paths());
             // A directory moved back takes the older changes inside it back
             // to its old name.
-            let dir_back = match &op {
+            let dir_back = match &p.op {
                 MetaOp::Renamed { from, to, .. } if self.abs(to).is_dir() => {
                     Some((to.clone(), from.clone()))
                 }
                 _ => None,
             };
-            match self.undo(op) {
+            match self.undo(p.op, careful) {
                 Ok(()) => {
                     if let Some((now, then)) = dir_back {
-                        for op in mine.iter_mut().chain(self.ops.iter_mut().map(|(_, op)| op)) {
-                            op.follow(&now, &then);
+                        for p in mine.iter_mut().chain(self.ops.iter_mut()) {
+                            p.follow(&now, &then);
                         }
                     }
                 }
-                // Another mount may have moved on from what this change
-                // touched: take back what can be, count the rest.
-                Err(_) if only.is_some() => report.undo_conflicts += 1,
-                Err(e) => return Err(e),
+                // What the change touched was moved on from (by another
+                // mount): take back what can be, count the rest.
+                Err(_) => report.undo_conflicts += 1,
             }
         }
         let files = std::mem::take(&mut self.files);
@@ -455,6 +515,7 @@ impl Journal {
             let Ok(file) = self.open_rw(&rel) else {
                 continue; // taken back with its create
             };
+            report.touched.push(rel.clone());
             let current = file.metadata()?.len();
             let mut end = undo.durable_len;
             for (page, before) in undo.pages {
@@ -490,27 +551,41 @@ impl Journal {
         Ok(report)
     }
 
-    fn undo(&mut self, op: MetaOp) -> io::Result<()> {
+    fn undo(&mut self, op: MetaOp, careful: bool) -> io::Result<()> {
+        // Careful: never replace what is at a name now, never remove a
+        // directory with entries (another mount made them).
+        let free = |j: &Self, p: &Path| -> io::Result<()> {
+            if careful && fs::symlink_metadata(j.abs(p)).is_ok() {
+                return Err(io::Error::from_raw_os_error(libc::EEXIST));
+            }
+            Ok(())
+        };
         match op {
             MetaOp::Created { path } => {
                 self.files.remove(&path);
                 ignore_missing(fs::remove_file(self.abs(&path)))
             }
             MetaOp::Removed { path, kept_at } => {
+                free(self, &path)?;
                 fs::rename(self.abs(&kept_at), self.abs(&path))?;
                 self.move_undo(&kept_at, &path);
                 Ok(())
             }
             MetaOp::Renamed { from, to, replaced } => {
+                free(self, &from)?;
                 fs::rename(self.abs(&to), self.abs(&from))?;
                 self.move_undo(&to, &from);
                 if let Some(grave) = replaced {
+                    free(self, &to)?;
                     fs::rename(self.abs(&grave), self.abs(&to))?;
                     self.move_undo(&grave, &to);
                 }
                 Ok(())
             }
+            MetaOp::MadeDir { path } if careful => fs::remove_dir(self.abs(&path)),
             MetaOp::MadeDir { path } => {
+                // Nothing made inside a directory whose own entry is lost
+                // can be reached after the cut.
                 self.files.retain(|k, _| !k.starts_with(&path));
                 ignore_missing(fs::remove_dir_all(self.abs(&path)))
             }
@@ -708,5 +783,33 @@ mod tests {
         assert_eq!(r.changes_undone, 2);
         assert!(read(&j2, "topic/m").is_some());
         assert_eq!(read(&j2, "topic/x"), None);
+    }
+
+    #[test]
+    fn a_rename_between_directories_is_durable_once_both_are_synced() {
+        let (_d, mut j) = volume();
+        j.mkdir(0, Path::new("a")).unwrap();
+        j.mkdir(0, Path::new("b")).unwrap();
+        j.fsync_dir(Path::new(""));
+        durable(&mut j, "a/x", b"x");
+        j.rename(0, Path::new("a/x"), Path::new("b/x")).unwrap();
+        j.fsync_dir(Path::new("b"));
+        assert_eq!(j.pending().1, 1, "a is not synced yet");
+        j.fsync_dir(Path::new("a"));
+        assert_eq!(j.pending().1, 0);
+        j.power_cut(11, 0.0).unwrap();
+        assert_eq!(read(&j, "b/x").unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_rename_that_fails_leaves_its_target_in_place() {
+        let (_d, mut j) = volume();
+        durable(&mut j, "target", b"t");
+        assert!(
+            j.rename(0, Path::new("missing"), Path::new("target"))
+                .is_err()
+        );
+        assert_eq!(read(&j, "target").unwrap(), b"t");
+        assert_eq!(j.pending().1, 0);
     }
 }

@@ -158,6 +158,11 @@ impl Mount {
             Cost::Commit => v.latency.commit,
             Cost::Metadata => v.latency.metadata,
         };
+        if v.is_dark(id) {
+            drop(v);
+            op(None);
+            return;
+        }
         if delay.is_zero() {
             op(Some(&mut *v));
             return;
@@ -167,7 +172,7 @@ impl Mount {
         self.delayer.run(Box::new(move || {
             thread::sleep(delay);
             let mut v = lock(&volume);
-            if v.generation(id) == generation {
+            if v.generation(id) == generation && !v.is_dark(id) {
                 op(Some(&mut v));
             } else {
                 op(None);
@@ -200,6 +205,9 @@ impl Filesystem for Mount {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let mut v = lock(&self.volume);
+        if v.is_dark(self.id) {
+            return reply.error(libc::EIO);
+        }
         let found = v
             .child(parent, Path::new(name))
             .and_then(|rel| v.node_at(&rel));
@@ -213,7 +221,11 @@ impl Filesystem for Mount {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
-        match lock(&self.volume).getattr(ino, fh) {
+        let mut v = lock(&self.volume);
+        if v.is_dark(self.id) {
+            return reply.error(libc::EIO);
+        }
+        match v.getattr(ino, fh) {
             Ok(meta) => reply.attr(&self.caches.attr, &attr(ino, &meta)),
             Err(e) => reply.error(e),
         }
@@ -307,12 +319,12 @@ impl Filesystem for Mount {
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let mut v = lock(&self.volume);
-        let opened = v.open(self.id, ino, write).and_then(|fh| {
-            if flags & libc::O_TRUNC != 0 {
-                v.truncate(self.id, ino, 0)?;
-            }
-            Ok(fh)
-        });
+        if v.is_dark(self.id) {
+            return reply.error(libc::EIO);
+        }
+        // O_TRUNC arrives as a setattr of the size: fuser does not ask
+        // the kernel for atomic O_TRUNC.
+        let opened = v.open(self.id, ino, write);
         match opened {
             Ok(fh) => reply.opened(fh, 0),
             Err(e) => reply.error(e),
@@ -378,7 +390,11 @@ impl Filesystem for Mount {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        match lock(&self.volume).path(ino) {
+        let mut v = lock(&self.volume);
+        if v.is_dark(self.id) {
+            return reply.error(libc::EIO);
+        }
+        match v.path(ino) {
             Ok(_) => reply.opened(0, 0),
             Err(e) => reply.error(e),
         }
@@ -392,7 +408,11 @@ impl Filesystem for Mount {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = match lock(&self.volume).read_dir(ino) {
+        let mut v = lock(&self.volume);
+        if v.is_dark(self.id) {
+            return reply.error(libc::EIO);
+        }
+        let entries = match v.read_dir(ino) {
             Ok(e) => e,
             Err(e) => return reply.error(e),
         };

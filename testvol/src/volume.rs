@@ -124,6 +124,10 @@ pub struct Volume {
     /// process sent before the cut and that is still being delayed must
     /// not land after it.
     generations: Vec<u64>,
+    /// Mounts whose power is off: every operation fails with EIO until
+    /// `power_on`, so that nothing a dead host's process still had queued
+    /// lands after the cut.
+    dark: Vec<bool>,
     pub faults: Vec<Fault>,
     pub full: bool,
     pub latency: Latency,
@@ -148,6 +152,7 @@ impl Volume {
             silly: HashMap::new(),
             silly_seq: 0,
             generations: vec![0; mounts as usize],
+            dark: vec![false; mounts as usize],
             faults: Vec::new(),
             full: false,
             latency: Latency::default(),
@@ -172,6 +177,19 @@ impl Volume {
         }
     }
 
+    pub fn is_dark(&self, mount: u32) -> bool {
+        self.dark.get(mount as usize).copied().unwrap_or(false)
+    }
+
+    /// Power back on (all mounts, or one).
+    pub fn power_on(&mut self, mount: Option<u32>) {
+        for (m, d) in self.dark.iter_mut().enumerate() {
+            if mount.is_none_or(|c| c as usize == m) {
+                *d = false;
+            }
+        }
+    }
+
     pub fn generation(&self, mount: u32) -> u64 {
         self.generations.get(mount as usize).copied().unwrap_or(0)
     }
@@ -182,6 +200,9 @@ impl Volume {
 
     /// Fails when a fault is set on this operation (and uses it up).
     pub fn check(&mut self, mount: u32, op: Op) -> Res<()> {
+        if self.is_dark(mount) {
+            return Err(libc::EIO);
+        }
         if self.full && op.needs_space() {
             self.stats.faults_injected += 1;
             return Err(libc::ENOSPC);
@@ -370,8 +391,15 @@ impl Volume {
     }
 
     pub fn truncate(&mut self, mount: u32, ino: u64, len: u64) -> Res<()> {
-        self.check(mount, Op::Write)?;
         let path = self.path(ino)?;
+        let current = fs::symlink_metadata(self.abs(&path))
+            .map_err(|e| errno(&e))?
+            .len();
+        if len > current {
+            self.check(mount, Op::Write)?;
+        } else if self.is_dark(mount) {
+            return Err(libc::EIO);
+        }
         self.journal
             .truncate(mount, &path, len)
             .map_err(|e| errno(&e))
@@ -401,7 +429,11 @@ impl Volume {
         let Some(h) = self.handles.remove(&fh) else {
             return;
         };
-        if self.silly.get(&h.ino) == Some(&h.mount) && !self.is_open_on(h.mount, h.ino) {
+        // A host that lost power leaves its `.nfs` names behind.
+        if self.silly.get(&h.ino) == Some(&h.mount)
+            && !self.is_open_on(h.mount, h.ino)
+            && !self.is_dark(h.mount)
+        {
             if let Some(path) = self.nodes.get(&h.ino).map(|n| n.path.clone()) {
                 if self.journal.unlink(h.mount, &path).is_ok() {
                     self.stats.silly_removed += 1;
@@ -537,19 +569,30 @@ impl Volume {
         for (m, g) in self.generations.iter_mut().enumerate() {
             if mount.is_none_or(|c| c as usize == m) {
                 *g += 1;
+                self.dark[m] = true;
             }
         }
         self.stats.cuts += 1;
         self.stats.pages_lost += report.pages_lost as u64;
         self.stats.changes_undone += report.changes_undone as u64;
         self.stats.undo_conflicts += report.undo_conflicts as u64;
-        self.rescan()?;
+        self.rescan(mount.is_none(), &report.touched)?;
         Ok(report)
     }
 
     /// Rebuilds the table of names from the backing directory after a cut
-    /// moved files back: a node keeps its number where its file survived.
-    fn rescan(&mut self) -> io::Result<()> {
+    /// moved files back. A node keeps its number only where the cut did
+    /// not touch its file: every kernel that cached a touched one (its
+    /// name, attributes or pages) then gets ESTALE and looks it up again,
+    /// as a host that rebooted would. After a cut of all mounts, no node
+    /// keeps its number.
+    fn rescan(&mut self, all: bool, touched: &[PathBuf]) -> io::Result<()> {
+        if all {
+            self.nodes.retain(|&ino, _| ino == ROOT);
+            self.by_backing.retain(|_, &mut ino| ino == ROOT);
+            self.silly.clear();
+            return Ok(());
+        }
         let mut found: BTreeMap<u64, PathBuf> = BTreeMap::new();
         let mut dirs = vec![PathBuf::new()];
         while let Some(dir) = dirs.pop() {
@@ -576,10 +619,18 @@ impl Volume {
         for ino in gone {
             self.drop_node(ino);
         }
-        for n in self.nodes.values_mut() {
-            if let Some(p) = found.get(&n.backing) {
-                n.path = p.clone();
-            }
+        let stale: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|&(&ino, n)| {
+                ino != ROOT
+                    && (found.get(&n.backing) != Some(&n.path)
+                        || touched.iter().any(|t| n.path.starts_with(t)))
+            })
+            .map(|(&ino, _)| ino)
+            .collect();
+        for ino in stale {
+            self.drop_node(ino);
         }
         // A silly-renamed file whose rename was taken back is plain again.
         let nodes = &self.nodes;
@@ -679,6 +730,8 @@ mod tests {
         v.power_cut(Some(1), 1, 0.0).unwrap();
         assert_eq!(v.generation(1), before + 1);
         assert_eq!(v.generation(0), 0, "the other mount kept power");
+        assert_eq!(v.read(1, fh, 0, 1), Err(libc::EIO), "dark until power on");
+        v.power_on(None);
         assert_eq!(v.read(1, fh, 0, 1), Err(libc::ESTALE));
         assert_eq!(v.path(ino), Err(libc::ESTALE));
         assert!(names(&mut v).is_empty());
@@ -700,5 +753,27 @@ mod tests {
         v.full = true;
         assert_eq!(v.write(0, fh, 0, b"x"), Err(libc::ENOSPC));
         assert_eq!(v.read(0, fh, 0, 1), Ok(vec![]), "reads still work");
+    }
+
+    #[test]
+    fn a_cut_mount_stays_dark_until_power_on_and_touched_files_get_new_numbers() {
+        let (_d, mut v) = volume(2);
+        let (kept, fh, _) = v.create(0, ROOT, Path::new("kept"), true).unwrap();
+        v.write(0, fh, 0, b"synced").unwrap();
+        v.fsync(0, kept).unwrap();
+        v.fsync_dir(0, ROOT).unwrap();
+        v.write(0, fh, 0, b"SYNCED-NOT").unwrap();
+        v.release(fh);
+        let (other, _) = v.mkdir(1, ROOT, Path::new("other")).unwrap();
+        v.power_cut(Some(0), 3, 0.0).unwrap();
+        assert_eq!(v.check(0, Op::Read), Err(libc::EIO), "dark");
+        assert_eq!(v.check(1, Op::Read), Ok(()), "mount 1 kept power");
+        assert_eq!(v.path(kept), Err(libc::ESTALE), "its pages were taken back");
+        assert!(v.path(other).is_ok(), "mount 1's directory untouched");
+        v.power_on(Some(0));
+        assert_eq!(v.check(0, Op::Read), Ok(()));
+        let (renumbered, meta) = v.node_at(Path::new("kept")).unwrap();
+        assert_ne!(renumbered, kept);
+        assert_eq!(meta.len(), 6, "the synced content");
     }
 }
