@@ -17,6 +17,7 @@
 //!   topics/names/<name>@<g>             generation g of the claim naming a topic id
 //!   producers/block-<n>                 producer ids n*1000..; the broker that claims it
 //!   groups/<slot>/                      consumer groups of coordinator slot <slot> (`groups`)
+//!   groups/<slot>/txn-<hash>-<e>        a transactional id of that slot (`txn`)
 //! ```
 //! Inside a partition directory, the leader of each epoch writes its own
 //! files (`log::fence::epoch_path`, `log::manifest::manifest_path`,

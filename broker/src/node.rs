@@ -141,6 +141,8 @@ struct Node {
     /// then connections wait in the listen backlog.
     not_serving: Option<(TcpListener, Arc<Api>)>,
     server: Option<JoinHandle<()>>,
+    /// Writes the markers of the transactions this broker coordinates.
+    transactions: Option<JoinHandle<()>>,
     /// This run's first heartbeat.
     hb: Heartbeat,
     /// The API created topics or partitions: follow the cluster now.
@@ -216,6 +218,7 @@ impl Node {
             created: api.created(),
             not_serving: Some((listener, Arc::new(api))),
             server: None,
+            transactions: None,
             hb,
             config,
         }
@@ -317,6 +320,7 @@ impl Node {
         self.readiness.observe(registered);
         if let Some((listener, api)) = self.not_serving.take() {
             tracing::info!(listen = %self.config.listen, "serving clients");
+            self.transactions = Some(tokio::spawn(api.clone().drive_transactions()));
             self.server = Some(tokio::spawn(crate::protocol::server::serve(
                 listener,
                 api,
@@ -368,6 +372,9 @@ impl Node {
     fn stop(self, health: Option<JoinHandle<()>>) {
         if let Some(server) = self.server {
             server.abort();
+        }
+        if let Some(transactions) = self.transactions {
+            transactions.abort();
         }
         self.timers.abort();
         if let Some(health) = health {

@@ -11,8 +11,8 @@ use broker::protocol::frame::{read_frame, write_frame};
 use broker::protocol::{ProtocolConfig, server};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, EndTxnRequest, EndTxnResponse, RequestHeader,
-    ResponseHeader,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_header_into_buffer};
 use tokio::io::AsyncWriteExt;
@@ -132,18 +132,19 @@ async fn an_unserved_api_is_refused_and_the_connection_stays_usable() {
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let mut buf = BytesMut::new();
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::EndTxn as i16)
-        .with_request_api_version(3)
+        .with_request_api_key(ApiKey::SaslHandshake as i16)
+        .with_request_api_version(1)
         .with_correlation_id(5)
         .with_client_id(Some(StrBytes::from_static_str("test")));
     encode_request_header_into_buffer(&mut buf, &header).unwrap();
-    EndTxnRequest::default().encode(&mut buf, 3).unwrap();
+    SaslHandshakeRequest::default().encode(&mut buf, 1).unwrap();
     write_frame(&mut conn, &buf).await.unwrap();
     let mut frame = read_frame(&mut conn, 1 << 20).await.unwrap().unwrap();
     let header =
-        ResponseHeader::decode(&mut frame, ApiKey::EndTxn.response_header_version(3)).unwrap();
+        ResponseHeader::decode(&mut frame, ApiKey::SaslHandshake.response_header_version(1))
+            .unwrap();
     assert_eq!(header.correlation_id, 5);
-    let response = EndTxnResponse::decode(&mut frame, 3).unwrap();
+    let response = SaslHandshakeResponse::decode(&mut frame, 1).unwrap();
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
     write_frame(&mut conn, &api_versions_request(3, 6))
         .await

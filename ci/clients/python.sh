@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 test -x target/release/kaas || cargo build --locked --release -p broker
 source ci/clients/venv.sh
-exec "$venv/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning ci/clients/test_python_clients.py ci/clients/test_conformance.py ci/clients/test_groups.py ci/clients/test_consumer_protocol.py
+exec "$venv/bin/pytest" -q -p no:cacheprovider -W ignore::DeprecationWarning ci/clients/test_python_clients.py ci/clients/test_conformance.py ci/clients/test_groups.py ci/clients/test_consumer_protocol.py ci/clients/test_transactions.py

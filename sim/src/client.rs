@@ -6,10 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use broker::protocol::frame::{read_frame, write_frame};
-use bytes::BytesMut;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::net::TcpStream;
 
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(4);
@@ -104,33 +101,8 @@ impl Client {
         let Some(stream) = self.conns.get_mut(&to) else {
             return Err(CallError("no connection".into()));
         };
-        let mut buf = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_string(self.name.clone())))
-            .encode(&mut buf, api.request_header_version(version))
-            .map_err(|e| fail("encode header", &e))?;
-        request
-            .encode(&mut buf, version)
-            .map_err(|e| fail("encode", &e))?;
-        write_frame(stream, &buf)
+        broker::peer::exchange(stream, &self.name, (api, version), correlation, &request)
             .await
-            .map_err(|e| fail("send", &e))?;
-        tracing::trace!(client = %self.name, to, ?api, "sent");
-        let mut frame = read_frame(stream, 64 << 20)
-            .await
-            .map_err(|e| fail("receive", &e))?
-            .ok_or_else(|| CallError(format!("{api:?} to broker-{to}: connection closed")))?;
-        let header = ResponseHeader::decode(&mut frame, api.response_header_version(version))
-            .map_err(|e| fail("decode header", &e))?;
-        if header.correlation_id != correlation {
-            return Err(CallError(format!(
-                "{api:?} to broker-{to}: correlation id {} for request {correlation}",
-                header.correlation_id
-            )));
-        }
-        ResponseKind::decode(api, &mut frame, version).map_err(|e| fail("decode", &e))
+            .map_err(|e| CallError(format!("to broker-{to}: {e}")))
     }
 }

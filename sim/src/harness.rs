@@ -47,6 +47,9 @@ pub struct Options {
     pub committer: bool,
     /// Whether the members of a consumer-protocol group run (`next_members`).
     pub next_members: bool,
+    /// Whether the transactional producers and the read_committed reader
+    /// run (`transactor`).
+    pub transactions: bool,
     /// Whether the idempotent producer and the trimmer wait for a produce
     /// answer as long as Kafka's producers do (`request.timeout.ms`, 30 s)
     /// rather than the simulator's 4 s: the answer of a leader frozen past
@@ -92,6 +95,7 @@ impl Options {
             id_racer: true,
             committer: true,
             next_members: true,
+            transactions: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -329,6 +333,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "lag-reader-0",
         "next-member-0",
         "next-member-1",
+        "transactor-0",
+        "transactor-1",
+        "txn-reader-0",
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
@@ -338,6 +345,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         opts.committer || !role.starts_with("committer-") && !role.starts_with("lag-reader-")
     })
     .filter(|role| opts.next_members || !role.starts_with("next-member-"))
+    .filter(|role| {
+        opts.transactions || !role.starts_with("transactor-") && !role.starts_with("txn-")
+    })
     .enumerate()
     {
         let node = handle
@@ -377,6 +387,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "next-member-0" | "next-member-1" => {
                     crate::next_members::next_member(session, faults_end).await
                 }
+                "transactor-0" => crate::transactor::transactor(session, 0, faults_end).await,
+                "transactor-1" => crate::transactor::transactor(session, 1, faults_end).await,
+                "txn-reader-0" => crate::transactor::txn_reader(session, faults_end).await,
                 "producer-0" => workload::producer(session, faults_end, true).await,
                 _ => workload::producer(session, faults_end, false).await,
             }
@@ -452,11 +465,17 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let trimmed = opts
         .trimmer
         .then(|| Session::new("final-trim-reader", opts.brokers, start, history.clone()));
+    let transacted = opts
+        .transactions
+        .then(|| Session::new("final-txn-reader", opts.brokers, start, history.clone()));
     let logs = reader
         .spawn(async move {
             let logs = workload::converge(session, deadline).await;
             if let Some(s) = trimmed {
                 crate::trimmer::final_read(s, deadline).await;
+            }
+            if let Some(s) = transacted {
+                crate::transactor::final_read(s, deadline).await;
             }
             logs
         })

@@ -166,6 +166,7 @@ impl Scenario {
         opts.id_racer = false;
         opts.committer = false;
         opts.next_members = false;
+        opts.transactions = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

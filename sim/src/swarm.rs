@@ -107,6 +107,12 @@ pub const POINTS: &[&str] = &[
     "takeover.older-epoch-fenced",
     "takeover.segment-written",
     "takeover.tail-read",
+    "txn-complete.markers-written",
+    "txn-end.prepared",
+    "txn-load.read",
+    "txn-offsets.marker-applied",
+    "txn-save.decided",
+    "txn-save.written",
 ];
 
 /// The steps of one durable protocol, as fault points: a world that aims
@@ -172,6 +178,18 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "retention.unlinked",
             "delete-records.decided",
             "delete-records.manifest-written",
+        ],
+    ),
+    (
+        "transactions",
+        &[
+            "txn-load.read",
+            "txn-save.decided",
+            "txn-save.written",
+            "txn-end.prepared",
+            "txn-complete.markers-written",
+            "txn-offsets.marker-applied",
+            "flush.synced",
         ],
     ),
     (

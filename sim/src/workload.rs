@@ -189,6 +189,49 @@ pub enum Event {
         sent: Duration,
         start: i64,
     },
+    /// A transactional producer's InitProducerId answer.
+    TxnInit {
+        client: String,
+        transactional_id: String,
+        producer: (i64, i16),
+    },
+    /// A write of transaction `label` (sent at `sent`, as `producer`).
+    TxnWrite {
+        client: String,
+        label: String,
+        partition: i32,
+        value: String,
+        sent: Duration,
+        producer: (i64, i16),
+        outcome: Outcome,
+    },
+    /// EndTxn of transaction `label`, sent at `sent`; `offsets` are the
+    /// `(partition, offset)` of the transaction group it sent to the
+    /// transaction.
+    TxnEnd {
+        client: String,
+        label: String,
+        commit: bool,
+        sent: Duration,
+        producer: (i64, i16),
+        offsets: Vec<(i32, i64)>,
+        outcome: Outcome,
+    },
+    /// A read_committed fetch of the transactions' topic from `from`.
+    TxnPoll {
+        partition: i32,
+        from: i64,
+        got: Vec<(i64, String)>,
+    },
+    /// The transactions' topic read whole read_committed once every
+    /// transaction ended.
+    TxnFinal {
+        partition: i32,
+        records: Vec<(i64, String)>,
+    },
+    /// The transaction group's committed offsets once every transaction
+    /// ended.
+    TxnOffsetsFinal { offsets: Vec<(i32, i64)> },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -317,6 +360,44 @@ pub fn describe(e: &Event) -> String {
         Event::TrimStart {
             partition, start, ..
         } => format!("trimmer saw log start {start} of {partition}"),
+        Event::TxnInit {
+            client,
+            transactional_id,
+            producer,
+        } => format!("{client} init {transactional_id} -> producer {producer:?}"),
+        Event::TxnWrite {
+            client,
+            label,
+            value,
+            producer,
+            outcome,
+            ..
+        } => format!("{client} txn {label} write {value} as {producer:?} -> {outcome:?}"),
+        Event::TxnEnd {
+            client,
+            label,
+            commit,
+            offsets,
+            outcome,
+            ..
+        } => format!(
+            "{client} txn {label} {} (offsets {offsets:?}) -> {outcome:?}",
+            if *commit { "commit" } else { "abort" }
+        ),
+        Event::TxnPoll {
+            partition,
+            from,
+            got,
+        } => format!(
+            "txn-reader poll {partition}@{from} -> {:?}",
+            got.iter()
+                .map(|(o, v)| format!("{o}:{v}"))
+                .collect::<Vec<_>>()
+        ),
+        Event::TxnFinal { partition, records } => {
+            format!("txn final read of {partition}: {} records", records.len())
+        }
+        Event::TxnOffsetsFinal { offsets } => format!("txn group offsets at the end: {offsets:?}"),
         Event::TrimFinal {
             partition,
             start,
@@ -373,6 +454,8 @@ pub struct Session {
     pub commit_timeout: Duration,
     /// The OffsetCommit version: 9 for consumer-protocol members (KIP-848).
     pub commit_version: i16,
+    /// The transactional id its produce requests carry (`transactor`).
+    pub transactional_id: Option<String>,
 }
 
 /// Kafka clients' default `request.timeout.ms`.
@@ -428,6 +511,7 @@ impl Session {
             request_timeout: crate::client::CALL_TIMEOUT,
             commit_timeout: COMMIT_TIMEOUT,
             commit_version: 7,
+            transactional_id: None,
         }
     }
 
@@ -566,6 +650,11 @@ impl Session {
             return Ok((5, -1, 0)); // LEADER_NOT_AVAILABLE
         };
         let req = ProduceRequest::default()
+            .with_transactional_id(
+                self.transactional_id
+                    .as_deref()
+                    .map(|t| kafka_protocol::messages::TransactionalId(s(t))),
+            )
             .with_acks(-1)
             .with_timeout_ms(3000)
             .with_topic_data(vec![

@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 
 use crate::log::LogError;
 
@@ -74,15 +76,30 @@ impl Api {
                     Err(c) => d.with_error_code(c),
                     Ok(log) => {
                         let max = (p.partition_max_bytes.max(0) as usize).min(budget);
-                        match log.read(p.fetch_offset, max.max(1)).await {
+                        // isolation_level 1: read_committed.
+                        let read = if req.isolation_level == 1 {
+                            log.read_committed(p.fetch_offset, max.max(1)).await
+                        } else {
+                            log.read(p.fetch_offset, max.max(1)).await
+                        };
+                        match read {
                             Ok(r) => {
                                 let n = r.records.len();
                                 budget = budget.saturating_sub(n);
                                 total += n;
+                                let aborted = r
+                                    .aborted
+                                    .iter()
+                                    .map(|a| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(a.producer_id))
+                                            .with_first_offset(a.first_offset)
+                                    })
+                                    .collect();
                                 d.with_high_watermark(r.high_watermark)
-                                    .with_last_stable_offset(r.high_watermark)
+                                    .with_last_stable_offset(r.last_stable_offset)
                                     .with_log_start_offset(start_of(r.log_start_offset))
-                                    .with_aborted_transactions(Some(Vec::new()))
+                                    .with_aborted_transactions(Some(aborted))
                                     .with_records(Some(r.records))
                             }
                             Err(LogError::OutOfRange { start, end, .. }) => d

@@ -24,7 +24,7 @@ const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// One partition's ListOffsets answer from the log this broker leads.
 async fn offset_at(
     log: &PartitionLog,
-    timestamp: i64,
+    (timestamp, committed): (i64, bool),
     version: i16,
     r: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
@@ -49,9 +49,13 @@ async fn offset_at(
             };
         }
         LATEST_TIMESTAMP => {
-            return r
-                .with_offset(log.high_watermark())
-                .with_leader_epoch(current);
+            // read_committed consumers start at the last stable offset.
+            let latest = if committed {
+                log.last_stable_offset()
+            } else {
+                log.high_watermark()
+            };
+            return r.with_offset(latest).with_leader_epoch(current);
         }
         MAX_TIMESTAMP => log.offset_of_max_timestamp().await,
         ts => log.offset_for_timestamp(ts).await,
@@ -95,7 +99,10 @@ impl Api {
                     });
                 let r = match led {
                     Err(c) => r.with_error_code(c),
-                    Ok(log) => offset_at(&log, p.timestamp, version, r).await,
+                    Ok(log) => {
+                        let committed = req.isolation_level == 1;
+                        offset_at(&log, (p.timestamp, committed), version, r).await
+                    }
                 };
                 parts.push(r);
             }

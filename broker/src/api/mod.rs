@@ -25,6 +25,8 @@
 //! | `producer_id` | InitProducerId |
 //! | `coordinator` | FindCoordinator (the group APIs are `crate::groups::api`) |
 //! | `group_topics` | ConsumerGroupHeartbeat, ConsumerGroupDescribe: the topics they assign from (the rest is `crate::groups::consumer_api`) |
+//! | `txn` | InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions, DescribeProducers (TxnOffsetCommit is `crate::groups::txn_offsets`) |
+//! | `txn_markers` | WriteTxnMarkers, the markers of prepared transactions, KIP-890's check before a transactional produce |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -59,6 +61,8 @@ mod produce;
 mod producer_id;
 mod records;
 mod topics;
+mod txn;
+mod txn_markers;
 
 /// Settings of the request handlers.
 #[derive(Clone, Debug)]
@@ -92,6 +96,10 @@ pub struct Api {
     /// loop then follows the controller (and, as controller, lists the
     /// topics) at once rather than at its next tick.
     created: Arc<Notify>,
+    /// Requests to other brokers (transaction markers, KIP-890 checks).
+    peers: crate::peer::Peers,
+    /// Transactional ids whose markers are being written.
+    finishing: std::sync::Mutex<BTreeSet<String>>,
 }
 
 /// Kafka's internal topics. kaas keeps what they hold (committed offsets,
@@ -158,6 +166,7 @@ impl Api {
         coordinators: Arc<Coordinators>,
         assignment: watch::Receiver<Option<Assignment>>,
     ) -> Self {
+        let config_broker_id = config.broker_id;
         Self {
             producer_ids: ProducerIds::new(vfs.clone(), config.broker_id, config.producer_id_block),
             vfs,
@@ -168,6 +177,8 @@ impl Api {
             produce_names: std::sync::Mutex::new(BTreeMap::new()),
             topic_names: std::sync::Mutex::new(BTreeMap::new()),
             created: Arc::new(Notify::new()),
+            peers: crate::peer::Peers::new(config_broker_id),
+            finishing: std::sync::Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -416,6 +427,35 @@ impl Api {
             }
             RequestKind::OffsetForLeaderEpoch(r) => {
                 ResponseKind::OffsetForLeaderEpoch(self.offset_for_leader_epoch(r).await)
+            }
+            RequestKind::AddPartitionsToTxn(r) => {
+                ResponseKind::AddPartitionsToTxn(self.add_partitions_to_txn(r, v).await)
+            }
+            RequestKind::AddOffsetsToTxn(r) => {
+                ResponseKind::AddOffsetsToTxn(self.add_offsets_to_txn(r).await)
+            }
+            RequestKind::EndTxn(r) => ResponseKind::EndTxn(self.end_txn(r).await),
+            RequestKind::WriteTxnMarkers(r) => {
+                ResponseKind::WriteTxnMarkers(self.write_txn_markers(r).await)
+            }
+            RequestKind::TxnOffsetCommit(r) => {
+                let names = r
+                    .topics
+                    .iter()
+                    .map(|t| (&t.name, t.partitions.iter().map(|p| p.partition_index)));
+                let unknown = self.unknown_partitions(names).await;
+                ResponseKind::TxnOffsetCommit(
+                    self.coordinators.txn_offset_commit(r, &unknown).await,
+                )
+            }
+            RequestKind::DescribeTransactions(r) => {
+                ResponseKind::DescribeTransactions(self.describe_transactions(r).await)
+            }
+            RequestKind::ListTransactions(r) => {
+                ResponseKind::ListTransactions(self.list_transactions(r).await)
+            }
+            RequestKind::DescribeProducers(r) => {
+                ResponseKind::DescribeProducers(self.describe_producers(r).await)
             }
             other => return Err(format!("no handler for {other:?}")),
         }))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::log::{LogError, PartitionLog};
+use crate::log::{LogError, PartitionLog, batch};
 
 use super::{Api, code, name_of};
 
@@ -39,7 +39,16 @@ impl Api {
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
                         r.with_error_code(code(ResponseError::MessageTooLarge))
                     }
-                    Ok((_, log)) => self.append(&log, records, r, version).await,
+                    Ok((_, log)) => {
+                        let txn = req.transactional_id.as_ref().map(|t| t.0.as_str());
+                        match self
+                            .transactional(txn, (&name, p.index), &records, &log)
+                            .await
+                        {
+                            Err(c) => r.with_error_code(c),
+                            Ok(()) => self.append(&log, records, r, version).await,
+                        }
+                    }
                 };
                 parts.push(r);
             }
@@ -71,6 +80,38 @@ impl Api {
         Ok((meta.id, log))
     }
 
+    /// What a batch of a transactional producer needs before it is
+    /// appended: its transactional id, and (KIP-890) its coordinator's word
+    /// that the partition joined the transaction. Control batches come
+    /// from coordinators only (WriteTxnMarkers), never in a produce.
+    async fn transactional(
+        &self,
+        txn: Option<&str>,
+        partition: (&str, i32),
+        records: &Bytes,
+        log: &PartitionLog,
+    ) -> Result<(), i16> {
+        let Ok(first) = batch::parse(records) else {
+            return Ok(()); // the append answers CORRUPT_MESSAGE
+        };
+        if first.control.is_some() || records.len() > first.size && has_control(records) {
+            return Err(code(ResponseError::InvalidRecord));
+        }
+        if !first.is_transactional() {
+            return Ok(());
+        }
+        let Some(id) = txn else {
+            return Err(code(ResponseError::TransactionalIdNotFound));
+        };
+        self.verify_txn(
+            id,
+            (first.producer_id, first.producer_epoch),
+            partition,
+            log,
+        )
+        .await
+    }
+
     async fn append(
         &self,
         log: &PartitionLog,
@@ -97,6 +138,12 @@ impl Api {
             Err(LogError::InvalidProducerEpoch) => {
                 r.with_error_code(code(ResponseError::InvalidProducerEpoch))
             }
+            Err(LogError::NotInTransaction) => {
+                r.with_error_code(code(ResponseError::InvalidTxnState))
+            }
+            Err(LogError::ZombieCoordinator) => {
+                r.with_error_code(code(ResponseError::TransactionCoordinatorFenced))
+            }
             Err(LogError::Fenced(_)) => {
                 let dir = log.dir().to_path_buf();
                 tracing::info!(dir = %dir.display(), "fenced: stepping down");
@@ -108,4 +155,9 @@ impl Api {
             }
         }
     }
+}
+
+/// Whether any batch of a record set is a control batch.
+fn has_control(records: &[u8]) -> bool {
+    batch::split(records).is_ok_and(|hs| hs.iter().any(|h| h.control.is_some()))
 }

@@ -362,12 +362,16 @@ impl Coordinators {
     }
 
     /// Committed offsets of one group: `topics` None means all of them.
+    /// With `require_stable` (KIP-447, read_committed consumers), a
+    /// partition with offsets of an open transaction is answered
+    /// UNSTABLE_OFFSET_COMMIT, and the client asks again.
     async fn fetch_offsets(
         &self,
         group_id: &str,
         topics: Option<Vec<(TopicName, Vec<i32>)>>,
         member: Option<(&str, i32)>,
-    ) -> Result<Vec<(TopicName, Vec<(i32, Option<OffsetRecord>)>)>, i16> {
+        require_stable: bool,
+    ) -> Result<Vec<(TopicName, Vec<Row>)>, i16> {
         let slot = self.slot_for(group_id)?;
         let mut groups = slot.groups.lock().await;
         let entry = slot.entry(&mut groups, group_id, false).await?;
@@ -379,29 +383,40 @@ impl Coordinators {
                 None => return Err(code(ResponseError::UnknownMemberId)),
             }
         }
-        let committed: BTreeMap<(String, i32), OffsetRecord> = match entry {
-            Some(e) => e.group.offsets.clone(),
-            None => BTreeMap::new(),
-        };
+        let (committed, unstable): (BTreeMap<(String, i32), OffsetRecord>, BTreeSet<_>) =
+            match entry {
+                Some(e) => (e.group.offsets.clone(), e.group.pending_txn_partitions()),
+                None => (BTreeMap::new(), BTreeSet::new()),
+            };
         // Read first, then confirmed: a successor that took over in between
         // fails the confirmation, and one that did not acknowledged nothing.
         slot.confirm().await?;
+        let error = |key: &(String, i32)| {
+            if require_stable && unstable.contains(key) {
+                code(ResponseError::UnstableOffsetCommit)
+            } else {
+                0
+            }
+        };
         Ok(match topics {
             Some(ts) => ts
                 .into_iter()
                 .map(|(name, parts)| {
                     let rows = parts
                         .into_iter()
-                        .map(|p| (p, committed.get(&(name.as_str().to_owned(), p)).cloned()))
+                        .map(|p| {
+                            let key = (name.as_str().to_owned(), p);
+                            (p, committed.get(&key).cloned(), error(&key))
+                        })
                         .collect();
                     (name, rows)
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetRecord>)>> =
-                    BTreeMap::new();
-                for ((t, p), r) in committed {
-                    by_topic.entry(t).or_default().push((p, Some(r)));
+                let mut by_topic: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+                for (key, r) in committed {
+                    let e = error(&key);
+                    by_topic.entry(key.0).or_default().push((key.1, Some(r), e));
                 }
                 by_topic
                     .into_iter()
@@ -427,7 +442,10 @@ impl Coordinators {
                     .filter(|_| g.member_epoch >= 0)
                     .map(|m| (m.as_str(), g.member_epoch));
                 out.push(
-                    match self.fetch_offsets(g.group_id.as_str(), asked, member).await {
+                    match self
+                        .fetch_offsets(g.group_id.as_str(), asked, member, req.require_stable)
+                        .await
+                    {
                         Err(e) => group.with_error_code(e),
                         Ok(rows) => group.with_topics(
                             rows.into_iter()
@@ -437,9 +455,10 @@ impl Coordinators {
                                         .with_partitions(
                                             parts
                                                 .into_iter()
-                                                .map(|(p, r)| {
+                                                .map(|(p, r, err)| {
                                                     let (o, e, m) = fields(r);
                                                     OffsetFetchResponsePartitions::default()
+                                                        .with_error_code(err)
                                                         .with_partition_index(p)
                                                         .with_committed_offset(o)
                                                         .with_committed_leader_epoch(e)
@@ -460,7 +479,10 @@ impl Coordinators {
                 .map(|t| (t.name, t.partition_indexes))
                 .collect()
         });
-        match self.fetch_offsets(req.group_id.as_str(), asked, None).await {
+        match self
+            .fetch_offsets(req.group_id.as_str(), asked, None, req.require_stable)
+            .await
+        {
             Err(e) if version >= 2 => OffsetFetchResponse::default().with_error_code(e),
             // v1 has no top-level error: an empty answer, and the client retries.
             Err(_) => OffsetFetchResponse::default(),
@@ -472,9 +494,10 @@ impl Coordinators {
                             .with_partitions(
                                 parts
                                     .into_iter()
-                                    .map(|(p, r)| {
+                                    .map(|(p, r, err)| {
                                         let (o, e, m) = fields(r);
                                         OffsetFetchResponsePartition::default()
+                                            .with_error_code(err)
                                             .with_partition_index(p)
                                             .with_committed_offset(o)
                                             .with_committed_leader_epoch(e)
@@ -647,6 +670,10 @@ impl Coordinators {
         }
     }
 }
+
+/// One partition of an OffsetFetch answer: its offset, if committed, and
+/// its error code.
+type Row = (i32, Option<OffsetRecord>, i16);
 
 fn fields(r: Option<OffsetRecord>) -> (i64, i32, Option<StrBytes>) {
     match r {

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::consumer::ConsumerGroup;
-use super::store::{GroupRecord, MemberRecord, OffsetRecord};
+use super::store::{GroupRecord, MemberRecord, OffsetRecord, PendingTxnOffsets};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -116,6 +116,9 @@ pub enum Synced {
     Complete(oneshot::Receiver<SyncResult>),
 }
 
+/// A producer's offsets of its open transaction: its epoch, the offsets.
+pub type PendingOffsets = (i16, BTreeMap<(String, i32), OffsetRecord>);
+
 pub struct Group {
     pub id: String,
     pub phase: Phase,
@@ -125,6 +128,8 @@ pub struct Group {
     pub leader: Option<String>,
     pub members: BTreeMap<String, Member>,
     pub offsets: BTreeMap<(String, i32), OffsetRecord>,
+    /// Producer id -> (epoch, offsets) committed in its open transaction.
+    pub pending_txn: BTreeMap<i64, PendingOffsets>,
     /// Member ids handed out by MEMBER_ID_REQUIRED, valid until this instant.
     pending: BTreeMap<String, Instant>,
     join_counter: u64,
@@ -150,6 +155,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
             pending: BTreeMap::new(),
             join_counter: 0,
             round_deadline: None,
@@ -170,6 +176,18 @@ impl Group {
             .offsets
             .into_iter()
             .map(|o| ((o.topic.clone(), o.partition), o))
+            .collect();
+        g.pending_txn = r
+            .pending_txn
+            .into_iter()
+            .map(|p| {
+                let offsets = p
+                    .offsets
+                    .into_iter()
+                    .map(|o| ((o.topic.clone(), o.partition), o))
+                    .collect();
+                (p.producer_id, (p.producer_epoch, offsets))
+            })
             .collect();
         for m in r.members {
             g.members.insert(
@@ -236,7 +254,36 @@ impl Group {
             },
             offsets: self.offsets.values().cloned().collect(),
             consumer: self.consumer.as_ref().map(|c| c.state.clone()),
+            pending_txn: self
+                .pending_txn
+                .iter()
+                .map(|(pid, (epoch, offsets))| PendingTxnOffsets {
+                    producer_id: *pid,
+                    producer_epoch: *epoch,
+                    offsets: offsets.values().cloned().collect(),
+                })
+                .collect(),
         }
+    }
+
+    /// The partitions with offsets of an open transaction.
+    pub fn pending_txn_partitions(&self) -> std::collections::BTreeSet<(String, i32)> {
+        self.pending_txn
+            .values()
+            .flat_map(|(_, offsets)| offsets.keys().cloned())
+            .collect()
+    }
+
+    /// A transaction marker reached the group: its offsets take effect on
+    /// commit and are dropped on abort. `false` if it had none here.
+    pub fn end_txn(&mut self, producer_id: i64, commit: bool) -> bool {
+        let Some((_, offsets)) = self.pending_txn.remove(&producer_id) else {
+            return false;
+        };
+        if commit {
+            self.offsets.extend(offsets);
+        }
+        true
     }
 
     pub fn is_empty(&self) -> bool {

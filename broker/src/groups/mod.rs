@@ -21,6 +21,7 @@ pub mod consumer;
 mod consumer_api;
 pub mod group;
 pub mod store;
+mod txn_offsets;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -85,9 +86,11 @@ pub struct Entry {
 pub struct Slot {
     pub slot: u32,
     pub epoch: u32,
-    vfs: Arc<dyn Vfs>,
+    pub(crate) vfs: Arc<dyn Vfs>,
     fence: EpochClaims,
     pub groups: tokio::sync::Mutex<BTreeMap<String, Entry>>,
+    /// The transactional ids of the slot (`crate::txn`).
+    pub txns: tokio::sync::Mutex<BTreeMap<String, crate::txn::Entry>>,
     fenced: AtomicBool,
 }
 
@@ -125,13 +128,15 @@ impl Slot {
         }
         let now = Instant::now();
         let mut newest: BTreeMap<String, u32> = BTreeMap::new();
-        for entry in vfs.read_dir(&dir).await? {
+        let listing = vfs.read_dir(&dir).await?;
+        for entry in &listing {
             if let Some((hash, e)) = store::parse_name(&entry.name) {
                 let slot_newest = newest.entry(hash.to_owned()).or_insert(e);
                 *slot_newest = (*slot_newest).max(e);
             }
         }
         vfs::fault_point!(vfs, "group-load.listed");
+        let txns = crate::txn::load_listed(vfs.as_ref(), slot, epoch, &listing).await;
         let mut groups = BTreeMap::new();
         for (hash, e) in newest {
             let p = dir.join(format!("{hash}-{e:010}"));
@@ -158,6 +163,7 @@ impl Slot {
             fence: EpochClaims::new(vfs.clone(), dir),
             vfs,
             groups: tokio::sync::Mutex::new(groups),
+            txns: tokio::sync::Mutex::new(txns),
             fenced: AtomicBool::new(false),
         })
     }
@@ -286,6 +292,9 @@ pub struct Coordinators {
     slots: Mutex<BTreeMap<u32, Arc<Slot>>>,
     /// `(slot, epoch)` this broker can never coordinate in that epoch.
     stuck: Mutex<std::collections::BTreeSet<(u32, u32)>>,
+    /// Woken when a transaction was decided (or a slot taken over): its
+    /// markers are due.
+    pub txn_decided: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -301,6 +310,7 @@ impl Coordinators {
             config,
             slots: Mutex::new(BTreeMap::new()),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
+            txn_decided: tokio::sync::Notify::new(),
         }
     }
 
@@ -348,6 +358,7 @@ impl Coordinators {
                 // Waiting joins and syncs are answered by their senders
                 // being dropped: the clients look for the new coordinator.
                 s.groups.lock().await.clear();
+                s.txns.lock().await.clear();
                 tracing::info!(slot = s.slot, epoch = s.epoch, "no longer coordinating");
             }
         }
@@ -359,6 +370,8 @@ impl Coordinators {
             match Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await {
                 Ok(s) => {
                     lock(&self.slots).insert(slot, Arc::new(s));
+                    // Prepared transactions it found are driven to their end.
+                    self.txn_decided.notify_one();
                 }
                 Err(e) => {
                     tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; asking for a new epoch");

@@ -1,20 +1,15 @@
-//! Consumer groups on the volume: one file per group and coordinator epoch.
-//!
-//! `groups/<slot>/<hash>-<epoch>` holds a group's completed generation and
-//! its committed offsets, replaced atomically (temp, fsync, rename) by the
-//! coordinator of that slot's epoch only. The epoch in the name is what
-//! makes a deposed coordinator harmless: its late replace lands in its own,
-//! older file, and readers take the newest epoch. A new coordinator claims
-//! its epoch before it reads anything, and a coordinator acknowledges a
-//! write only after a fresh check that no newer epoch was claimed, so every
-//! acknowledged write is in a file the successor reads.
+//! Consumer groups on the volume: one file per group and coordinator epoch,
+//! `groups/<slot>/<hash>-<epoch>`, holding a group's completed generation
+//! and its committed offsets (how these files change and why a deposed
+//! coordinator is harmless: `crate::slot_files`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
-use vfs::durable::{Removal, converge_remove};
+
+use crate::slot_files::{self, SlotRecord};
 
 const KIND: &str = "group";
 
@@ -34,6 +29,18 @@ pub struct GroupRecord {
     /// members. Files written before it existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<super::consumer::ConsumerRecord>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit): they
+    /// take effect with the transaction's commit marker, and are dropped
+    /// by its abort marker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_txn: Vec<PendingTxnOffsets>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTxnOffsets {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub offsets: Vec<OffsetRecord>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,84 +65,41 @@ pub struct OffsetRecord {
     pub commit_ms: i64,
 }
 
-pub(crate) fn slot_dir(slot: u32) -> PathBuf {
-    crate::layout::group_slot(slot)
+impl SlotRecord for GroupRecord {
+    const KIND: &'static str = KIND;
+    const PREFIX: &'static str = "";
+    fn key(&self) -> &str {
+        &self.group_id
+    }
 }
 
-/// File names carry a hash of the group id: ids are arbitrary strings up
-/// to the length of a file name and beyond.
-fn key(group_id: &str) -> String {
-    let h = blake3::hash(group_id.as_bytes());
-    h.to_hex()[..32].to_owned()
+pub(crate) fn slot_dir(slot: u32) -> PathBuf {
+    slot_files::slot_dir(slot)
 }
 
 pub fn path(slot: u32, group_id: &str, epoch: u32) -> PathBuf {
-    slot_dir(slot).join(format!("{}-{epoch:010}", key(group_id)))
+    slot_files::path::<GroupRecord>(slot, group_id, epoch)
 }
 
 /// `(hash, epoch)` of a group file name; `None` for anything else.
 pub(crate) fn parse_name(name: &str) -> Option<(&str, u32)> {
-    let (hash, epoch) = name.split_once('-')?;
-    if hash.len() != 32 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some((hash, epoch.parse().ok()?))
+    slot_files::parse_name::<GroupRecord>(name)
 }
 
 /// Reads a file by its exact name (a fresh open).
 pub async fn read_at(vfs: &dyn Vfs, path: &Path) -> io::Result<Option<GroupRecord>> {
-    crate::stored::read_json(vfs, path, KIND).await
+    slot_files::read_at(vfs, path).await
 }
 
-/// The newest record of a group below `epoch` (the reader's own), found by
-/// opening each older epoch's name from the top: opens are fresh, listings
-/// may be stale. `(record, epoch it came from)`.
+/// The newest record of a group at or below `epoch` (see
+/// [`slot_files::load`]).
 pub async fn load(
     vfs: &dyn Vfs,
     slot: u32,
     group_id: &str,
     epoch: u32,
 ) -> io::Result<Option<(GroupRecord, u32)>> {
-    let mut found = None;
-    for e in (1..=epoch).rev() {
-        if let Some(r) = read_epoch(vfs, slot, group_id, e).await? {
-            found = Some((r, e));
-            break;
-        }
-    }
-    // A coordinator of an older epoch that has not learnt yet that it was
-    // superseded can write its file and remove the one it supersedes while
-    // the walk above goes down past both: it then finds an older file, or
-    // none, although a newer one exists. A file is removed only once a
-    // newer one is written, so a walk back up that keeps the last file it
-    // finds ends at the newest.
-    let floor = found.as_ref().map_or(0, |(_, e)| *e);
-    for e in floor + 1..=epoch {
-        if let Some(r) = read_epoch(vfs, slot, group_id, e).await? {
-            found = Some((r, e));
-        }
-    }
-    Ok(found)
-}
-
-async fn read_epoch(
-    vfs: &dyn Vfs,
-    slot: u32,
-    group_id: &str,
-    epoch: u32,
-) -> io::Result<Option<GroupRecord>> {
-    let p = path(slot, group_id, epoch);
-    match read_at(vfs, &p).await? {
-        Some(r) if r.group_id != group_id => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} belongs to group {:?}, not {group_id:?}",
-                p.display(),
-                r.group_id
-            ),
-        )),
-        r => Ok(r),
-    }
+    slot_files::load(vfs, slot, group_id, epoch).await
 }
 
 /// Writes this epoch's file of the group, then removes the file it
@@ -148,19 +112,14 @@ pub(crate) async fn save(
     record: &GroupRecord,
     superseded: Option<u32>,
 ) -> io::Result<()> {
-    crate::stored::write_json(vfs, &path(slot, &record.group_id, epoch), KIND, record).await?;
+    slot_files::write(vfs, slot, epoch, record).await?;
     vfs::fault_point!(vfs, "group-save.written");
     if let Some(old) = superseded.filter(|e| *e < epoch) {
         // Both generations are on the volume until the removal is done:
         // a loader must pick the newer one.
         vfs::fault_point!(vfs, "group-save.superseding");
-        match converge_remove(vfs, &path(slot, &record.group_id, old)).await {
-            Ok(Removal::Gone) => {}
-            Ok(Removal::Pending(why)) => {
-                tracing::debug!(group = %record.group_id, ?why, "old group file stays for now")
-            }
-            Err(e) => tracing::debug!(group = %record.group_id, error = %e, "old group file stays"),
-        }
+        slot_files::remove_superseded::<GroupRecord>(vfs, slot, &record.group_id, (old, epoch))
+            .await;
     }
     Ok(())
 }

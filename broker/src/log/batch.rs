@@ -45,9 +45,34 @@ pub struct BatchHeader {
     pub producer_epoch: i16,
     pub base_sequence: i32,
     pub records: i32,
+    /// A control batch's marker; `None` for data.
+    pub control: Option<Control>,
 }
 
+/// What a transaction marker says: how the transaction ended, and the
+/// epoch of the coordinator that decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    pub marker: Marker,
+    pub coordinator_epoch: i32,
+}
+
+/// The control record of a transaction marker: how a transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    Abort,
+    Commit,
+}
+
+/// Attribute bits of a v2 batch (Kafka's `RecordBatch`).
+pub(crate) const TRANSACTIONAL: i16 = 0x10;
+pub(crate) const CONTROL: i16 = 0x20;
+
 impl BatchHeader {
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL != 0
+    }
+
     pub fn last_offset(&self) -> i64 {
         self.base_offset + i64::from(self.last_offset_delta)
     }
@@ -111,6 +136,15 @@ pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         producer_epoch: h.get_i16(),
         base_sequence: h.get_i32(),
         records: h.get_i32(),
+        control: None,
+    };
+    let header = BatchHeader {
+        control: if header.attributes & CONTROL != 0 {
+            Some(control_type(&buf[HEADER_LEN..size])?)
+        } else {
+            None
+        },
+        ..header
     };
     if header.last_offset_delta < 0 {
         return Err(BatchError::Header("negative last offset delta"));
@@ -119,6 +153,40 @@ pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         return Err(BatchError::Header("a batch must hold at least one record"));
     }
     Ok(header)
+}
+
+/// The marker of a control batch, from its first record's key (version,
+/// type) and value (version, coordinator epoch); control batches are never
+/// compressed.
+fn control_type(records: &[u8]) -> Result<Control, BatchError> {
+    let bad = BatchError::Header("malformed control record");
+    let mut rest = records;
+    get_varlong(&mut rest).ok_or(bad.clone())?; // record length
+    rest = rest.get(1..).ok_or(bad.clone())?; // attributes
+    get_varlong(&mut rest).ok_or(bad.clone())?; // timestamp delta
+    get_varlong(&mut rest).ok_or(bad.clone())?; // offset delta
+    let key_len = get_varlong(&mut rest).ok_or(bad.clone())?;
+    let key = usize::try_from(key_len)
+        .ok()
+        .and_then(|n| rest.get(..n))
+        .filter(|k| k.len() >= 4)
+        .ok_or(bad.clone())?;
+    let marker = match i16::from_be_bytes([key[2], key[3]]) {
+        0 => Marker::Abort,
+        1 => Marker::Commit,
+        _ => return Err(BatchError::Header("unknown control record type")),
+    };
+    rest = &rest[key.len()..];
+    let value_len = get_varlong(&mut rest).ok_or(bad.clone())?;
+    let value = usize::try_from(value_len)
+        .ok()
+        .and_then(|n| rest.get(..n))
+        .filter(|v| v.len() >= 6)
+        .ok_or(bad)?;
+    Ok(Control {
+        marker,
+        coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
+    })
 }
 
 /// Splits a produce request's record set into validated batches.
@@ -152,16 +220,62 @@ pub fn build(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Byt
 /// the first record's and its max timestamp the largest, as producers set
 /// them.
 pub fn build_timed(producer: (i64, i16, i32), records: &[(i64, &[u8])]) -> Bytes {
+    let keyed: Vec<Record> = records.iter().map(|(t, v)| (*t, None, *v)).collect();
+    encode(producer, 0, &keyed)
+}
+
+/// A transactional producer's batch (the transactional attribute set), for
+/// tests and the simulator's clients.
+pub fn build_transactional(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Bytes {
+    let records: Vec<Record> = values.iter().map(|v| (timestamp, None, *v)).collect();
+    encode(producer, TRANSACTIONAL, &records)
+}
+
+/// The control batch a partition leader appends when a transaction of
+/// `(producer id, producer epoch)` ends: one record whose key is (version 0,
+/// type) and whose value is (version 0, coordinator epoch), as Kafka writes.
+pub fn build_marker(
+    producer: (i64, i16),
+    marker: Marker,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Bytes {
+    let mut key = BytesMut::new();
+    key.put_i16(0);
+    key.put_i16(match marker {
+        Marker::Abort => 0,
+        Marker::Commit => 1,
+    });
+    let mut value = BytesMut::new();
+    value.put_i16(0);
+    value.put_i32(coordinator_epoch);
+    encode(
+        (producer.0, producer.1, -1),
+        CONTROL | TRANSACTIONAL,
+        &[(timestamp, Some(&key), &value)],
+    )
+}
+
+/// A record to encode: timestamp, key, value.
+type Record<'a> = (i64, Option<&'a [u8]>, &'a [u8]);
+
+fn encode(producer: (i64, i16, i32), attributes: i16, records: &[Record]) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer;
     let base_timestamp = records.first().map_or(-1, |r| r.0);
     let max_timestamp = records.iter().map(|r| r.0).max().unwrap_or(-1);
     let mut encoded = BytesMut::new();
-    for (i, (ts, value)) in records.iter().enumerate() {
+    for (i, (ts, key, value)) in records.iter().enumerate() {
         let mut body = BytesMut::new();
         body.put_i8(0); // record attributes
         put_varlong(&mut body, ts - base_timestamp);
         put_varlong(&mut body, i as i64); // offset delta
-        put_varlong(&mut body, -1); // null key
+        match key {
+            Some(k) => {
+                put_varlong(&mut body, k.len() as i64);
+                body.put_slice(k);
+            }
+            None => put_varlong(&mut body, -1),
+        }
         put_varlong(&mut body, value.len() as i64);
         body.put_slice(value);
         put_varlong(&mut body, 0); // no headers
@@ -175,7 +289,7 @@ pub fn build_timed(producer: (i64, i16, i32), records: &[(i64, &[u8])]) -> Bytes
     b.put_i32(-1);
     b.put_i8(2);
     b.put_u32(0); // CRC, filled below
-    b.put_i16(0);
+    b.put_i16(attributes);
     b.put_i32(count - 1);
     b.put_i64(base_timestamp);
     b.put_i64(max_timestamp);
@@ -345,6 +459,38 @@ mod tests {
         let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
         b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(offset_of_max_timestamp(&b), None);
+    }
+
+    #[test]
+    fn markers_parse_back_and_a_bad_control_record_is_refused() {
+        for (m, coordinator_epoch) in [(Marker::Commit, 3), (Marker::Abort, 9)] {
+            let b = build_marker((5, 2), m, coordinator_epoch, 77);
+            let h = parse(&b).unwrap();
+            assert_eq!(
+                h.control,
+                Some(Control {
+                    marker: m,
+                    coordinator_epoch
+                })
+            );
+            assert!(h.is_transactional());
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.base_sequence),
+                (5, 2, -1)
+            );
+        }
+        let data = build_transactional((5, 2, 0), 1, &[b"x"]);
+        let h = parse(&data).unwrap();
+        assert_eq!((h.control, h.is_transactional()), (None, true));
+        // A control batch whose record has no key is refused.
+        let mut bad = data.to_vec();
+        bad[ATTRIBUTES_OFFSET + 1] |= CONTROL as u8;
+        let crc = crc32c::crc32c(&bad[ATTRIBUTES_OFFSET..]);
+        bad[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            parse(&bad),
+            Err(BatchError::Header("malformed control record"))
+        );
     }
 
     #[test]

@@ -40,6 +40,18 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::InitProducerId, 0, 5),
+    // Transactions, version 1 of Kafka's protocol (KIP-98, KIP-447,
+    // KIP-890 part 1). The versions of KIP-890 part 2 (EndTxn v5,
+    // AddPartitionsToTxn v5, TxnOffsetCommit v5, AddOffsetsToTxn v4) bump
+    // the epoch at every commit, which kaas does not do: not offered.
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::DescribeProducers, 0, 0),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];

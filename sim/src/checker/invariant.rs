@@ -52,6 +52,12 @@ invariants! {
     Liveness = "liveness": "Every partition is readable and writable, and every broker heartbeats, once faults heal.",
     TornRead = "torn-read": "A reader never sees a half-replaced file.",
     HeartbeatRegressed = "heartbeat-regressed": "A broker's heartbeat sequence never goes back within an incarnation.",
+    AbortedRead = "aborted-read": "A read_committed reader never reads a record of a transaction that did not commit.",
+    UncommittedRead = "uncommitted-read": "A read_committed reader reads a transaction's records only after its commit was asked for.",
+    TornTransaction = "torn-transaction": "A transaction is read whole or not at all, and each of its records once.",
+    LostCommit = "lost-commit": "Every acknowledged write of an acknowledged commit is read once the cluster converged.",
+    AbortedOffsets = "aborted-offsets": "Offsets sent to a transaction take effect only if it commits, and those of an acknowledged commit (or newer ones) do.",
+    FencedWrite = "fenced-write": "No write or commit of a producer epoch is acknowledged once a newer epoch of its transactional id was handed out.",
 }
 
 impl Invariant {

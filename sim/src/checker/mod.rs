@@ -18,6 +18,7 @@ mod invariant;
 mod reads;
 mod topics;
 mod trim;
+mod txns;
 mod writes;
 
 pub use invariant::Invariant;
@@ -39,6 +40,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
         }
     }
     trim::check(events, &mut out);
+    txns::check(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -338,6 +340,15 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::ProducerId { .. } => &[I::ProducerIdReused],
             Event::Trimmed { .. } | Event::TrimStart { .. } => &[I::DeleteRecordsUndone],
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
+            Event::TxnPoll { .. } => &[I::AbortedRead, I::UncommittedRead],
+            Event::TxnWrite {
+                outcome: Outcome::Acked { .. },
+                ..
+            } => &[I::LostCommit],
+            Event::TxnEnd { commit: true, .. } => &[I::TornTransaction, I::FencedWrite],
+            Event::TxnEnd { .. } => &[I::TornTransaction],
+            Event::TxnFinal { .. } => &[I::AbortedRead, I::Liveness],
+            Event::TxnOffsetsFinal { .. } => &[I::AbortedOffsets],
             _ => &[],
         };
         for k in keys {

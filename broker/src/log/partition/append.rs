@@ -46,6 +46,8 @@ impl PartitionLog {
             Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
             Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
             Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
+            Ok(Err(Refusal::NotInTransaction)) => Err(LogError::NotInTransaction),
+            Ok(Err(Refusal::ZombieCoordinator)) => Err(LogError::ZombieCoordinator),
             Err(_) => Err(LogError::Failed("append abandoned".into())),
         }
     }
@@ -132,6 +134,7 @@ impl PartitionLog {
     fn advance(&self, w: &mut Writer, batch: &[Pending], written: u64, next: i64) {
         let mut pos = w.position;
         let mut offset = w.next_offset;
+        let aborted = w.producers.aborted.len();
         for p in batch {
             for h in &p.headers {
                 let mut stored = *h;
@@ -140,6 +143,10 @@ impl PartitionLog {
                 offset = stored.next_offset();
                 lock(&w.index).add(pos, &stored);
                 w.producers.observe(&stored);
+                if h.is_transactional() {
+                    // Opened, or ended by a marker: the verification is used.
+                    lock(&self.verified).remove(&h.producer_id);
+                }
                 w.max_timestamp = w.max_timestamp.max(stored.max_timestamp);
                 pos += h.size as u64;
             }
@@ -150,6 +157,10 @@ impl PartitionLog {
         w.next_offset = next;
         let mut view = lock(&self.view);
         view.high_watermark = next;
+        view.last_stable = w.producers.last_stable(next);
+        if w.producers.aborted.len() != aborted {
+            view.aborted = Arc::new(w.producers.aborted.clone());
+        }
         view.active_end = pos;
         view.active_max_timestamp = w.max_timestamp;
     }
@@ -165,6 +176,7 @@ impl PartitionLog {
         w: &Writer,
         batch: Vec<Pending>,
     ) -> (Vec<Pending>, Vec<(Pending, Appended)>) {
+        let verified = lock(&self.verified).clone();
         let mut taken = ProducerState::default();
         let mut next = w.next_offset;
         let mut append = Vec::with_capacity(batch.len());
@@ -179,7 +191,7 @@ impl PartitionLog {
                         trial.producers.insert(h.producer_id, e.clone());
                     }
                 }
-                verdict = trial.check(h);
+                verdict = trial.check(h, verified.get(&h.producer_id).copied());
                 if verdict != Sequence::Next {
                     break;
                 }
@@ -206,6 +218,12 @@ impl PartitionLog {
                 )),
                 Sequence::StaleEpoch => {
                     let _ = p.reply.send(Err(Refusal::StaleEpoch));
+                }
+                Sequence::NotInTransaction => {
+                    let _ = p.reply.send(Err(Refusal::NotInTransaction));
+                }
+                Sequence::ZombieCoordinator => {
+                    let _ = p.reply.send(Err(Refusal::ZombieCoordinator));
                 }
                 Sequence::Duplicate { .. } | Sequence::OutOfOrder => {
                     let _ = p.reply.send(Err(Refusal::OutOfOrder));
@@ -235,6 +253,7 @@ impl PartitionLog {
                 max_timestamp: w.max_timestamp,
             };
         }
+        w.producers.prune(w.manifest.log_start_offset);
         w.manifest.producers = w.producers.clone();
         w.manifest.write(self.vfs.as_ref(), &self.dir).await?;
         w.since_checkpoint = 0;
@@ -282,6 +301,7 @@ impl PartitionLog {
             *last = sealed.clone();
         }
         manifest.segments.push(next.clone());
+        w.producers.prune(manifest.log_start_offset);
         manifest.producers = w.producers.clone();
         if let Err(e) = manifest.write(v, &self.dir).await {
             let _ = file.close().await;

@@ -31,7 +31,7 @@ use super::batch::{self, BatchError};
 use super::epochs;
 use super::fence::{self, LeadershipFence};
 use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
-use super::producers::{ProducerState, Sequence};
+use super::producers::{AbortedTxn, ProducerState, Sequence};
 use super::scan::{SegmentIndex, first_batch_reaching, scan};
 
 mod append;
@@ -86,6 +86,10 @@ pub enum LogError {
     OutOfOrderSequence,
     #[error("the producer's epoch is older than one this partition has seen")]
     InvalidProducerEpoch,
+    #[error("the partition has not joined the producer's transaction")]
+    NotInTransaction,
+    #[error("a marker from an older transaction coordinator than the last one")]
+    ZombieCoordinator,
 }
 
 /// Offsets an append received: the first and last offset of each batch.
@@ -108,7 +112,10 @@ pub struct TimestampOffset {
 pub struct ReadResult {
     pub records: Bytes,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// For a read_committed read: the aborted transactions overlapping it.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 struct Pending {
@@ -125,6 +132,8 @@ enum Refusal {
     Failed(String),
     OutOfOrder,
     StaleEpoch,
+    NotInTransaction,
+    ZombieCoordinator,
 }
 
 /// What the flusher owns: the active segment and the log's durable end.
@@ -148,6 +157,10 @@ struct View {
     indexes: BTreeMap<(i64, u32), SharedIndex>,
     log_start_offset: i64,
     high_watermark: i64,
+    /// The first offset of the oldest open transaction, else the high
+    /// watermark: read_committed readers stop here.
+    last_stable: i64,
+    aborted: Arc<Vec<AbortedTxn>>,
     /// Durable, acknowledged end of the active segment.
     active_end: u64,
     /// Largest batch max timestamp in the active segment up to `active_end`.
@@ -170,6 +183,10 @@ pub struct PartitionLog {
     stopped: std::sync::atomic::AtomicBool,
     writer: tokio::sync::Mutex<Writer>,
     view: Mutex<View>,
+    /// Producer id -> epoch whose coordinator confirmed that this partition
+    /// joined its transaction (KIP-890): the next transactional batch may
+    /// open a transaction here. Consumed by that batch or a marker.
+    verified: Mutex<BTreeMap<i64, i16>>,
 }
 
 type SharedIndex = Arc<Mutex<SegmentIndex>>;
@@ -210,6 +227,8 @@ impl PartitionLog {
                 indexes: BTreeMap::from([(active.key, index.clone())]),
                 log_start_offset: manifest.log_start_offset,
                 high_watermark: active.next_offset,
+                last_stable: producers.last_stable(active.next_offset),
+                aborted: Arc::new(producers.aborted.clone()),
                 active_end: active.position,
                 active_max_timestamp: active.max_timestamp,
                 handles: BTreeMap::new(),
@@ -227,6 +246,7 @@ impl PartitionLog {
                 failed: None,
             }),
             queue: Mutex::new(Vec::new()),
+            verified: Mutex::new(BTreeMap::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             vfs,
@@ -285,6 +305,28 @@ impl PartitionLog {
         lock(&self.view).log_start_offset
     }
 
+    /// The last stable offset: read_committed readers see up to here.
+    pub fn last_stable_offset(&self) -> i64 {
+        lock(&self.view).last_stable
+    }
+
+    /// Records that the coordinator confirmed that this partition joined
+    /// the transaction of `(producer_id, epoch)`: its first batch here may
+    /// open the transaction.
+    pub fn verified(&self, producer_id: i64, epoch: i16) {
+        lock(&self.verified).insert(producer_id, epoch);
+    }
+
+    /// Whether the producer has a transaction open here (its next batches
+    /// need no verification).
+    pub async fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.writer
+            .lock()
+            .await
+            .producers
+            .in_transaction(producer_id, epoch)
+    }
+
     /// Producer state as of the last acknowledged append.
     pub async fn producers(&self) -> ProducerState {
         self.writer.lock().await.producers.clone()
@@ -302,12 +344,13 @@ impl PartitionLog {
 }
 
 /// Collects whole batches from `from` (a batch boundary at or before the
-/// one holding `offset`) up to `limit`, at most `max_bytes` unless the
+/// one holding `offset`) up to position `limit` and offset `upto` (the
+/// last stable offset for read_committed), at most `max_bytes` unless the
 /// first batch alone is larger.
 async fn collect(
     file: &dyn VfsFile,
     mut pos: u64,
-    limit: u64,
+    (limit, upto): (u64, i64),
     offset: i64,
     max_bytes: usize,
 ) -> io::Result<Bytes> {
@@ -324,7 +367,7 @@ async fn collect(
         let last_delta = head
             .get(23..27)
             .map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
-        if pos + size as u64 > limit {
+        if pos + size as u64 > limit || base >= upto {
             break;
         }
         if base + i64::from(last_delta) < offset {

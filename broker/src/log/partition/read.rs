@@ -8,19 +8,59 @@ impl PartitionLog {
     /// `max_bytes` (at least one batch), never past a sealed end or the
     /// high watermark.
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, LogError> {
-        let (segments, start, hw, active_end) = {
+        Ok(self.read_isolated(offset, max_bytes, false).await?.result)
+    }
+
+    /// A read_committed read: like [`Self::read`], but only up to the last
+    /// stable offset, with the aborted transactions it overlaps (the
+    /// client drops their records).
+    pub async fn read_committed(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<ReadResult, LogError> {
+        let mut r = self.read_isolated(offset, max_bytes, true).await?;
+        let last = r.records_end.saturating_sub(1);
+        r.result.aborted = r
+            .aborted
+            .iter()
+            .filter(|a| a.first_offset <= last && a.last_offset >= offset)
+            .copied()
+            .collect();
+        Ok(r.result)
+    }
+
+    async fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<Isolated, LogError> {
+        let (segments, start, hw, lso, aborted, active_end) = {
             let v = lock(&self.view);
             (
                 v.segments.clone(),
                 v.log_start_offset,
                 v.high_watermark,
+                v.last_stable,
+                v.aborted.clone(),
                 v.active_end,
             )
         };
-        let result = |records| ReadResult {
-            records,
-            high_watermark: hw,
-            log_start_offset: start,
+        let upto = if committed { lso } else { hw };
+        let result = |records: Bytes| {
+            let records_end = end_of(&records).unwrap_or(offset);
+            Isolated {
+                result: ReadResult {
+                    records,
+                    high_watermark: hw,
+                    last_stable_offset: lso,
+                    log_start_offset: start,
+                    aborted: Vec::new(),
+                },
+                records_end,
+                aborted: aborted.clone(),
+            }
         };
         if offset < start || offset > hw {
             return Err(LogError::OutOfRange {
@@ -29,7 +69,7 @@ impl PartitionLog {
                 end: hw,
             });
         }
-        if offset == hw {
+        if offset >= upto {
             return Ok(result(Bytes::new()));
         }
         let idx = segments.partition_point(|s| s.base_offset <= offset);
@@ -48,7 +88,7 @@ impl PartitionLog {
             let file = self.handle(seg).await?;
             let index = self.index_of(seg, file.as_ref(), limit).await?;
             let from = lock(&index).position_for(offset);
-            let mut out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+            let mut out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
             if out.is_empty() {
                 // The records are there (below the segment's end), so this
                 // host's view through a long-lived handle is stale (NFS
@@ -58,7 +98,7 @@ impl PartitionLog {
                     .handles
                     .remove(&(seg.base_offset, seg.epoch));
                 let file = self.handle(seg).await?;
-                out = collect(file.as_ref(), from, limit, offset, max_bytes).await?;
+                out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -126,4 +166,26 @@ impl PartitionLog {
         lock(&self.view).indexes.insert(key, shared.clone());
         Ok(shared)
     }
+}
+
+/// A read and what a read_committed caller needs to finish it.
+struct Isolated {
+    result: ReadResult,
+    /// The offset after the last record read.
+    records_end: i64,
+    aborted: Arc<Vec<AbortedTxn>>,
+}
+
+/// The offset after the last batch of `records` (whole batches).
+fn end_of(records: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut end = None;
+    while let Some(size) = records.get(at..).and_then(batch::peek_size) {
+        let h = records.get(at..at + batch::HEADER_LEN)?;
+        let base = i64::from_be_bytes(h[0..8].try_into().ok()?);
+        let delta = i32::from_be_bytes(h[23..27].try_into().ok()?);
+        end = Some(base + i64::from(delta) + 1);
+        at += size;
+    }
+    end
 }

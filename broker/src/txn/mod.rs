@@ -1,0 +1,394 @@
+//! Transaction coordination: each transactional id's state is a file in
+//! its coordinator slot (the slots groups use, fenced by the same
+//! coordinator epoch), written by that epoch's coordinator only and
+//! acknowledged only after a fresh check that no newer epoch was claimed.
+//!
+//! A transaction is decided when its prepare state (PrepareCommit or
+//! PrepareAbort) is on the volume: from then on it only goes one way. The
+//! coordinator then asks the leader of every partition in it to write the
+//! marker (WriteTxnMarkers, `crate::api::txn_markers`), and when all are
+//! written records the complete state. A coordinator that takes a slot
+//! over drives every prepared transaction it finds to its end, and aborts
+//! open transactions whose timeout passed, under a bumped producer epoch
+//! so that their producer is fenced.
+
+pub mod record;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tokio::time::Instant;
+use vfs::{DirEntry, Vfs};
+
+use crate::groups::{Coordinators, Slot};
+use crate::slot_files;
+pub use record::{OFFSETS_TOPIC, TxnRecord, TxnState};
+
+/// A transactional id as its slot holds it.
+pub struct Entry {
+    pub record: TxnRecord,
+    /// The epoch of its newest file on the volume.
+    stored: Option<u32>,
+    /// When an open transaction times out (monotonic clock: liveness only).
+    deadline: Option<Instant>,
+}
+
+impl Entry {
+    fn new(record: TxnRecord, stored: Option<u32>, now: Instant) -> Self {
+        let deadline = (record.state == TxnState::Ongoing).then(|| deadline(&record, now));
+        Self {
+            record,
+            stored,
+            deadline,
+        }
+    }
+}
+
+fn deadline(r: &TxnRecord, now: Instant) -> Instant {
+    now + Duration::from_millis(u64::try_from(r.timeout_ms).unwrap_or(0))
+}
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+/// The transactional ids a takeover's listing shows, each from its newest
+/// file; ids a stale listing hides are loaded by name when first asked for.
+pub(crate) async fn load_listed(
+    vfs: &dyn Vfs,
+    slot: u32,
+    epoch: u32,
+    listing: &[DirEntry],
+) -> BTreeMap<String, Entry> {
+    let mut newest: BTreeMap<&str, u32> = BTreeMap::new();
+    for e in listing {
+        if let Some((hash, file_epoch)) = slot_files::parse_name::<TxnRecord>(&e.name) {
+            let n = newest.entry(hash).or_insert(file_epoch);
+            *n = (*n).max(file_epoch);
+        }
+    }
+    let now = Instant::now();
+    let mut out = BTreeMap::new();
+    for (hash, file_epoch) in newest {
+        let path = slot_files::path_of_hash::<TxnRecord>(slot, hash, file_epoch);
+        match slot_files::read_at::<TxnRecord>(vfs, &path).await {
+            // The newest by name: a file of an epoch above ours cannot
+            // exist (ours is claimed), so this is what `load` would find.
+            Ok(Some(r)) if file_epoch <= epoch => {
+                out.insert(
+                    r.transactional_id.clone(),
+                    Entry::new(r, Some(file_epoch), now),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "transaction not loaded; it is read again when asked for")
+            }
+        }
+    }
+    out
+}
+
+impl Slot {
+    /// The id's entry, loaded from the volume if this slot has not seen it.
+    pub(crate) async fn txn_entry<'a>(
+        &self,
+        txns: &'a mut BTreeMap<String, Entry>,
+        id: &str,
+    ) -> Result<Option<&'a mut Entry>, i16> {
+        if !txns.contains_key(id) {
+            let found = slot_files::load::<TxnRecord>(self.vfs.as_ref(), self.slot, id, self.epoch)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(transactional_id = id, error = %e, "loading a transaction");
+                    code(ResponseError::CoordinatorLoadInProgress)
+                })?;
+            vfs::fault_point!(self.vfs, "txn-load.read");
+            match found {
+                Some((r, e)) => {
+                    txns.insert(id.to_owned(), Entry::new(r, Some(e), Instant::now()));
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(txns.get_mut(id))
+    }
+
+    /// Persists `record` as this epoch's file of the id and confirms the
+    /// epoch afterwards; only then is it the entry's state (and may the
+    /// caller acknowledge).
+    pub(crate) async fn persist_txn(
+        &self,
+        txns: &mut BTreeMap<String, Entry>,
+        record: TxnRecord,
+    ) -> Result<(), i16> {
+        if self.is_fenced() {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        let id = record.transactional_id.clone();
+        let stored = txns.get(&id).and_then(|e| e.stored);
+        vfs::fault_point!(self.vfs, "txn-save.decided");
+        if let Err(e) = slot_files::write(self.vfs.as_ref(), self.slot, self.epoch, &record).await {
+            tracing::warn!(slot = self.slot, transactional_id = %id, error = %e, "transaction state not persisted");
+            return Err(code(ResponseError::CoordinatorNotAvailable));
+        }
+        vfs::fault_point!(self.vfs, "txn-save.written");
+        if let Some(old) = stored {
+            slot_files::remove_superseded::<TxnRecord>(
+                self.vfs.as_ref(),
+                self.slot,
+                &id,
+                (old, self.epoch),
+            )
+            .await;
+        }
+        // Whatever the confirmation says, this epoch's file is the newest.
+        let now = Instant::now();
+        let deadline = match txns.get(&id) {
+            Some(e) if e.record.state == TxnState::Ongoing && record.state == TxnState::Ongoing => {
+                e.deadline
+            }
+            _ => (record.state == TxnState::Ongoing).then(|| deadline(&record, now)),
+        };
+        txns.insert(
+            id,
+            Entry {
+                record,
+                stored: Some(self.epoch),
+                deadline,
+            },
+        );
+        self.confirm().await
+    }
+}
+
+/// What the marker writer needs to finish a prepared transaction.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub slot: u32,
+    pub coordinator_epoch: u32,
+    pub record: TxnRecord,
+}
+
+impl Coordinators {
+    fn txn_slot(&self, id: &str) -> Result<std::sync::Arc<Slot>, i16> {
+        self.slot_for(id)
+    }
+
+    /// InitProducerId with a transactional id: the id's producer id with
+    /// the next epoch (fencing every earlier one), a new producer id the
+    /// first time. An open transaction is aborted first (the client retries
+    /// on CONCURRENT_TRANSACTIONS until the abort is complete).
+    pub async fn init_txn_producer(
+        &self,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        new_producer_id: impl AsyncFnOnce() -> Option<i64>,
+    ) -> Result<(i64, i16), i16> {
+        if !(1..=MAX_TRANSACTION_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(code(ResponseError::InvalidTransactionTimeout));
+        }
+        let slot = self.txn_slot(id)?;
+        let mut txns = slot.txns.lock().await;
+        let now_ms = self.config.clock.now_ms();
+        let mut record = match slot.txn_entry(&mut txns, id).await? {
+            None => {
+                let pid = new_producer_id()
+                    .await
+                    .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+                let r = TxnRecord::new(id, pid, timeout_ms, now_ms);
+                slot.persist_txn(&mut txns, r.clone()).await?;
+                return Ok((r.producer_id, r.producer_epoch));
+            }
+            Some(e) => e.record.clone(),
+        };
+        if let Some((pid, epoch)) = expected {
+            // KIP-360: a producer that lost its epoch asks to bump it; only
+            // the current one may.
+            if (pid, epoch) != (record.producer_id, record.producer_epoch) {
+                return Err(code(ResponseError::ProducerFenced));
+            }
+        }
+        match record.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                return Err(code(ResponseError::ConcurrentTransactions));
+            }
+            TxnState::Ongoing => {
+                record.abort_and_fence(now_ms);
+                slot.persist_txn(&mut txns, record).await?;
+                self.txn_decided.notify_one();
+                return Err(code(ResponseError::ConcurrentTransactions));
+            }
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {}
+        }
+        if record.producer_epoch >= i16::MAX - 1 {
+            record.producer_id = new_producer_id()
+                .await
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            record.producer_epoch = 0;
+        } else {
+            record.producer_epoch += 1;
+        }
+        record.timeout_ms = timeout_ms;
+        record.state = TxnState::Empty;
+        record.partitions.clear();
+        record.updated_ms = now_ms;
+        let answer = (record.producer_id, record.producer_epoch);
+        slot.persist_txn(&mut txns, record).await?;
+        Ok(answer)
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn, as the group's offsets
+    /// partition): the partitions join the transaction, on the volume
+    /// before the answer.
+    pub async fn add_to_txn(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), i16> {
+        let slot = self.txn_slot(id)?;
+        let mut txns = slot.txns.lock().await;
+        let now_ms = self.config.clock.now_ms();
+        let mut record = match slot.txn_entry(&mut txns, id).await? {
+            None => return Err(code(ResponseError::InvalidProducerIdMapping)),
+            Some(e) => e.record.clone(),
+        };
+        record.check_producer(producer_id, epoch)?;
+        if record.add(partitions, now_ms)? {
+            slot.persist_txn(&mut txns, record).await?;
+        } else {
+            slot.confirm().await?;
+        }
+        Ok(())
+    }
+
+    /// KIP-890 verification for a partition leader: whether the partition
+    /// joined the producer's open transaction, confirmed by a fresh check
+    /// that this coordinator still coordinates.
+    pub async fn verify_in_txn(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        partition: &(String, i32),
+    ) -> Result<(), i16> {
+        let slot = self.txn_slot(id)?;
+        let mut txns = slot.txns.lock().await;
+        let record = match slot.txn_entry(&mut txns, id).await? {
+            None => return Err(code(ResponseError::InvalidProducerIdMapping)),
+            Some(e) => e.record.clone(),
+        };
+        drop(txns);
+        record.check_producer(producer_id, epoch)?;
+        if record.state != TxnState::Ongoing || !record.partitions.contains(partition) {
+            return Err(code(ResponseError::InvalidTxnState));
+        }
+        slot.confirm().await
+    }
+
+    /// EndTxn: the decision is on the volume (prepare state) before the
+    /// answer; the markers follow.
+    pub async fn end_txn(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        commit: bool,
+    ) -> Result<(), i16> {
+        let slot = self.txn_slot(id)?;
+        let mut txns = slot.txns.lock().await;
+        let now_ms = self.config.clock.now_ms();
+        let mut record = match slot.txn_entry(&mut txns, id).await? {
+            None => return Err(code(ResponseError::InvalidProducerIdMapping)),
+            Some(e) => e.record.clone(),
+        };
+        record.check_producer(producer_id, epoch)?;
+        if record.end(commit, now_ms)? {
+            slot.persist_txn(&mut txns, record).await?;
+            vfs::fault_point!(slot.vfs, "txn-end.prepared");
+            self.txn_decided.notify_one();
+        } else {
+            slot.confirm().await?;
+        }
+        Ok(())
+    }
+
+    /// Open transactions past their timeout are aborted under a bumped
+    /// epoch; returns every prepared transaction of the slots this broker
+    /// coordinates, for the marker writer.
+    pub async fn txns_to_finish(&self) -> Vec<Prepared> {
+        let mut out = Vec::new();
+        let now = Instant::now();
+        for slot in self.led() {
+            let mut txns = slot.txns.lock().await;
+            let expired: Vec<TxnRecord> = txns
+                .values()
+                .filter(|e| e.deadline.is_some_and(|d| d <= now))
+                .map(|e| e.record.clone())
+                .collect();
+            for mut r in expired {
+                tracing::info!(transactional_id = %r.transactional_id, producer_id = r.producer_id, "transaction timed out: aborting it");
+                r.abort_and_fence(self.config.clock.now_ms());
+                if slot.persist_txn(&mut txns, r).await.is_err() {
+                    break;
+                }
+            }
+            out.extend(
+                txns.values()
+                    .filter(|e| e.record.state.is_prepared())
+                    .map(|e| Prepared {
+                        slot: slot.slot,
+                        coordinator_epoch: slot.epoch,
+                        record: e.record.clone(),
+                    }),
+            );
+        }
+        out
+    }
+
+    /// Every marker of `done` was written: the transaction is complete, if
+    /// it is still the one that was prepared.
+    pub async fn txn_completed(&self, done: &Prepared) -> Result<(), i16> {
+        let slot = self.txn_slot(&done.record.transactional_id)?;
+        if slot.epoch != done.coordinator_epoch {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        let mut txns = slot.txns.lock().await;
+        let Some(e) = txns.get(&done.record.transactional_id) else {
+            return Ok(());
+        };
+        if e.record != done.record {
+            return Ok(());
+        }
+        let mut r = e.record.clone();
+        r.complete(self.config.clock.now_ms());
+        vfs::fault_point!(slot.vfs, "txn-complete.markers-written");
+        slot.persist_txn(&mut txns, r).await
+    }
+
+    /// A transactional id's state, for DescribeTransactions.
+    pub async fn describe_txn(&self, id: &str) -> Result<TxnRecord, i16> {
+        let slot = self.txn_slot(id)?;
+        let mut txns = slot.txns.lock().await;
+        let record = match slot.txn_entry(&mut txns, id).await? {
+            None => return Err(code(ResponseError::TransactionalIdNotFound)),
+            Some(e) => e.record.clone(),
+        };
+        drop(txns);
+        slot.confirm().await?;
+        Ok(record)
+    }
+
+    /// The transactional ids of every slot this broker coordinates.
+    pub async fn list_txns(&self) -> Vec<TxnRecord> {
+        let mut out = Vec::new();
+        for slot in self.led() {
+            out.extend(slot.txns.lock().await.values().map(|e| e.record.clone()));
+        }
+        out
+    }
+}
+
+/// Kafka's transaction.max.timeout.ms default (15 minutes).
+pub const MAX_TRANSACTION_TIMEOUT_MS: i32 = 900_000;

@@ -1,0 +1,268 @@
+"""Transactions with real clients: confluent-kafka (librdkafka) as a
+transactional producer and as read_committed and read_uncommitted
+consumers, against one broker and against three brokers on one data
+directory (markers then travel between brokers, and the coordinator is
+killed with SIGKILL between transactions); the operator APIs through
+kafka-python's codecs."""
+
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from kaasproc import free_port, start  # noqa: E402
+from kafkawire import call  # noqa: E402
+
+
+def create(bootstrap, *topics, partitions=2):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, partitions) for t in topics]).values():
+        f.result(30)
+
+
+def read_all(bootstrap, topic, partitions, isolation, quiet_s=3.0, limit_s=40.0):
+    """Every value of `topic` a consumer of `isolation` reads, in offset
+    order per partition, until nothing new came for `quiet_s`."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"reader-{uuid.uuid4()}",
+        "isolation.level": isolation,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    c.assign([TopicPartition(topic, p) for p in range(partitions)])
+    values, last, end = [], time.monotonic(), time.monotonic() + limit_s
+    while time.monotonic() - last < quiet_s and time.monotonic() < end:
+        m = c.poll(0.3)
+        if m is not None and not m.error():
+            values.append(m.value().decode())
+            last = time.monotonic()
+    c.close()
+    return values
+
+
+def producer(bootstrap, txn_id, **extra):
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                  "linger.ms": 2, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def test_committed_records_are_read_once_and_aborted_ones_never(broker):
+    create(broker.addr, "tx-out", "tx-in")
+    p = producer(broker.addr, "tx-a")
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("tx-out", key=str(i), value=f"commit-{i}")
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("tx-out", key=str(i), value=f"abort-{i}")
+    p.flush()
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("tx-out", key=str(i), value=f"late-{i}")
+    p.commit_transaction(30)
+    committed = read_all(broker.addr, "tx-out", 2, "read_committed")
+    assert sorted(committed) == sorted([f"commit-{i}" for i in range(20)] + [f"late-{i}" for i in range(5)])
+    uncommitted = read_all(broker.addr, "tx-out", 2, "read_uncommitted")
+    assert sum(v.startswith("abort-") for v in uncommitted) == 20
+
+
+def test_an_open_transaction_holds_read_committed_readers_back(broker):
+    create(broker.addr, "tx-open", partitions=1)
+    p = producer(broker.addr, "tx-open-1")
+    p.begin_transaction()
+    p.produce("tx-open", value="pending")
+    p.flush()
+    assert read_all(broker.addr, "tx-open", 1, "read_committed", quiet_s=1.5) == []
+    assert read_all(broker.addr, "tx-open", 1, "read_uncommitted", quiet_s=1.5) == ["pending"]
+    p.commit_transaction(30)
+    assert read_all(broker.addr, "tx-open", 1, "read_committed") == ["pending"]
+
+
+def test_offsets_sent_to_a_transaction_count_only_if_it_commits(broker):
+    create(broker.addr, "tx-src", "tx-dst")
+    group = f"etl-{uuid.uuid4()}"
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": group, "enable.auto.commit": False})
+    meta = c.consumer_group_metadata()
+    p = producer(broker.addr, "tx-etl")
+    p.begin_transaction()
+    p.produce("tx-dst", value="x")
+    p.send_offsets_to_transaction([TopicPartition("tx-src", 0, 7)], meta, 30)
+    p.abort_transaction(30)
+    assert c.committed([TopicPartition("tx-src", 0)], 10)[0].offset < 0
+    p.begin_transaction()
+    p.produce("tx-dst", value="y")
+    p.send_offsets_to_transaction([TopicPartition("tx-src", 0, 9)], meta, 30)
+    p.commit_transaction(30)
+    assert c.committed([TopicPartition("tx-src", 0)], 10)[0].offset == 9
+    c.close()
+
+
+def test_a_new_producer_of_the_same_id_fences_the_old_one(broker):
+    create(broker.addr, "tx-fence", partitions=1)
+    old = producer(broker.addr, "tx-fenced")
+    old.begin_transaction()
+    old.produce("tx-fence", value="from-the-zombie")
+    old.flush()
+    new = producer(broker.addr, "tx-fenced")  # aborts the old one's transaction
+    new.begin_transaction()
+    new.produce("tx-fence", value="from-the-new-one")
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        old.produce("tx-fence", value="late")
+        old.commit_transaction(10)
+    assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort()
+    assert read_all(broker.addr, "tx-fence", 1, "read_committed") == ["from-the-new-one"]
+
+
+def test_a_transaction_past_its_timeout_is_aborted(broker):
+    create(broker.addr, "tx-slow", partitions=1)
+    p = producer(broker.addr, "tx-slow-1", **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce("tx-slow", value="abandoned")
+    p.flush()
+    time.sleep(4)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+    assert read_all(broker.addr, "tx-slow", 1, "read_committed") == []
+    # The last stable offset moved past the aborted records.
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": "w", "isolation.level": "read_committed"})
+    low, high = c.get_watermark_offsets(TopicPartition("tx-slow", 0), timeout=10)
+    c.close()
+    assert high >= 2, "the data batch and the abort marker"
+
+
+def test_operators_see_transactions_and_producers(broker):
+    create(broker.addr, "tx-ops", partitions=1)
+    p = producer(broker.addr, "tx-ops-1")
+    p.begin_transaction()
+    p.produce("tx-ops", value="v")
+    p.flush()
+    listed = call(broker.addr, ListTransactionsRequest(state_filters=["Ongoing"], producer_id_filters=[],
+                                                       duration_filter=-1, transactional_id_pattern=None), 2)
+    assert "tx-ops-1" in [t.transactional_id for t in listed.transaction_states]
+    described = call(broker.addr, DescribeTransactionsRequest(transactional_ids=["tx-ops-1", "nope"]), 0)
+    ours, missing = described.transaction_states
+    assert (ours.error_code, ours.transaction_state) == (0, "Ongoing")
+    assert [(t.topic, t.partitions) for t in ours.topics] == [("tx-ops", [0])]
+    assert missing.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+    asked = DescribeProducersRequest.TopicRequest(name="tx-ops", partition_indexes=[0])
+    producers = call(broker.addr, DescribeProducersRequest(topics=[asked]), 0)
+    active = producers.topics[0].partitions[0].active_producers
+    assert [a.producer_id for a in active] == [ours.producer_id]
+    assert active[0].current_txn_start_offset == 0
+    p.commit_transaction(30)
+
+
+class Cluster:
+    """Three brokers on one data directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kaas-txn-", dir="target")
+        os.mkdir(os.path.join(self.dir, "data"))
+        self.ports = [free_port() for _ in range(3)]
+        self.procs = [None] * 3
+
+    def start(self, i):
+        env = dict(os.environ, KAAS_LOG="info")
+        args = ["--data-dir", os.path.join(self.dir, "data"), "--broker-id", str(i),
+                "--listen", f"127.0.0.1:{self.ports[i]}",
+                "--heartbeat-interval-secs", "1", "--session-timeout-secs", "4"]
+        self.procs[i] = start(args, self.ports[i], os.path.join(self.dir, f"kaas-{i}.log"), env=env)
+
+    @property
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def kill(self, i):
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
+
+    def stop(self):
+        for p in self.procs:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster()
+    for i in range(3):
+        c.start(i)
+    yield c
+    c.stop()
+
+
+def coordinator_of(bootstrap, txn_id):
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    resp = call(bootstrap.split(",")[0], FindCoordinatorRequest(key=txn_id, key_type=1), 3)
+    return resp.node_id
+
+
+def test_transactions_across_brokers_survive_a_killed_coordinator(cluster):
+    """Each transaction writes to all six partitions (led by three
+    brokers); the coordinator is killed with SIGKILL after some commits and
+    restarted; every committed transaction is read whole, exactly once,
+    and no aborted record is ever read under read_committed."""
+    bs = cluster.bootstrap
+    create(bs, "tx-wide", partitions=6)
+    txn_id = "tx-wide-1"
+    committed, aborted = [], []
+    p = producer(bs, txn_id, **{"transaction.timeout.ms": 10000})
+    killed = False
+    for n in range(30):
+        if n == 12 and not killed:
+            victim = coordinator_of(bs, txn_id)
+            cluster.kill(victim)
+            killed = True
+        values = [f"t{n}-p{k}" for k in range(6)]
+        try:
+            p.begin_transaction()
+            for k, v in enumerate(values):
+                p.produce("tx-wide", value=v, partition=k)
+            if n % 5 == 4:
+                p.abort_transaction(60)
+                aborted += values
+            else:
+                p.commit_transaction(60)
+                committed += values
+        except KafkaException as e:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                p.abort_transaction(60)
+                aborted += values
+            elif err.retriable():
+                # Unknown outcome of a commit: a read decides, below.
+                p.abort_transaction(60)
+            else:
+                raise
+        if killed and n == 14:
+            cluster.start(victim)
+    assert len(committed) >= 6 * 15, f"only {len(committed) // 6} transactions committed"
+    got = read_all(bs, "tx-wide", 6, "read_committed", quiet_s=4)
+    print(f"transactions committed {len(committed) // 6}, aborted {len(aborted) // 6}, "
+          f"records read {len(got)}, coordinator broker {victim} killed and restarted")
+    assert len(got) == len(set(got)), "a record read twice"
+    assert not set(got) & set(aborted), "an aborted record was read"
+    missing = set(committed) - set(got)
+    assert not missing, f"committed records lost: {sorted(missing)[:5]}"
+    # Whole transactions only: for every transaction seen, all six records.
+    seen = {v.split("-")[0] for v in got}
+    for t in seen:
+        assert all(f"{t}-p{k}" in got for k in range(6)), f"transaction {t} torn"

@@ -1,0 +1,677 @@
+//! Transactional clients: two producers that write transactions spanning
+//! the partitions of their own topic (led by different brokers), send
+//! offsets to them now and then, and commit, abort or abandon them; they
+//! share a transactional id part of the time, so each fences the other. A
+//! read_committed reader drops aborted records as Kafka consumers do (by
+//! the aborted-transaction lists of its fetches), and the liveness phase
+//! reads the topic and the group's offsets once every transaction ended.
+//!
+//! Their history (`Event::Txn*`) lets the checker hold Jepsen's
+//! transactional anomalies: no aborted or never-committed record is read
+//! under read_committed, a committed transaction is read whole, no
+//! committed record is lost, offsets of an aborted transaction never take
+//! effect, and a fenced producer's writes are refused.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, EndTxnRequest,
+    FetchRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, OffsetFetchRequest,
+    ProducerId, RequestKind, ResponseKind, TopicName, TransactionalId, TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
+
+use crate::workload::{Event, Outcome, Session};
+
+pub const TXN_TOPIC: &str = "txns";
+pub const TXN_PARTITIONS: i32 = 3;
+/// The group the transactions send offsets to: transactor `i` commits
+/// partition `i` of [`TXN_TOPIC`], with offsets that grow with each
+/// transaction.
+pub const TXN_GROUP: &str = "sim-txn-group";
+/// Short, so that abandoned transactions are aborted within a run.
+const TXN_TIMEOUT_MS: i32 = 3_000;
+
+// Error codes the transactor acts on.
+const NOT_COORDINATOR: i16 = 16;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const CONCURRENT_TRANSACTIONS: i16 = 51;
+
+fn text(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+fn coordinator_trouble(code: i16) -> bool {
+    matches!(
+        code,
+        NOT_COORDINATOR
+            | COORDINATOR_NOT_AVAILABLE
+            | COORDINATOR_LOAD_IN_PROGRESS
+            | CONCURRENT_TRANSACTIONS
+    )
+}
+
+/// The transactional ids: transactor 0 always uses the first; transactor 1
+/// uses it one time in four (fencing transactor 0 and being fenced by it),
+/// its own otherwise.
+fn pick_id(index: u32) -> &'static str {
+    if index == 0 || madsim::rand::thread_rng().gen_ratio(1, 4) {
+        "sim-txn"
+    } else {
+        "sim-txn-b"
+    }
+}
+
+/// A transactional producer as the coordinator knows it.
+struct Txp {
+    id: &'static str,
+    pid: i64,
+    epoch: i16,
+    seq: BTreeMap<i32, i32>,
+}
+
+/// Transactions on [`TXN_TOPIC`] until `until`.
+pub async fn transactor(mut s: Session, index: u32, until: Duration) {
+    while !s.create_topic(TXN_TOPIC, TXN_PARTITIONS).await {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if s.now() >= until {
+            return;
+        }
+    }
+    let mut offset = 0i64;
+    let mut n = 0u64;
+    let mut p: Option<Txp> = None;
+    while s.now() < until {
+        let mut txp = match p.take() {
+            Some(t) => t,
+            None => match init(&mut s, pick_id(index), until).await {
+                Some(t) => t,
+                None => continue,
+            },
+        };
+        let label = format!("{}-{n}", s.name);
+        n += 1;
+        let (ended, fenced) = one_transaction(&mut s, &mut txp, &label, index, &mut offset).await;
+        // After anything but a clean end the producer starts over (Kafka's
+        // clients do after a fatal or abortable error they cannot resolve):
+        // a new InitProducerId aborts whatever is left open.
+        if ended && !fenced {
+            p = Some(txp);
+        }
+        let pause = madsim::rand::thread_rng().gen_range(10..200);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// One transaction: partitions added, a record written to each, offsets
+/// sent half the time, then committed, aborted or abandoned. `(ended
+/// cleanly, fenced)`.
+async fn one_transaction(
+    s: &mut Session,
+    txp: &mut Txp,
+    label: &str,
+    index: u32,
+    offset: &mut i64,
+) -> (bool, bool) {
+    let count = madsim::rand::thread_rng().gen_range(1..=TXN_PARTITIONS);
+    let first = madsim::rand::thread_rng().gen_range(0..TXN_PARTITIONS);
+    let partitions: Vec<i32> = (0..count).map(|k| (first + k) % TXN_PARTITIONS).collect();
+    let code = s.add_partitions(txp, &partitions).await;
+    if code != Some(0) {
+        return (false, code.is_some_and(|c| !coordinator_trouble(c)));
+    }
+    s.transactional_id = Some(txp.id.to_owned());
+    for &partition in &partitions {
+        let value = format!("tx:{label}:{partition}");
+        let seq = *txp.seq.entry(partition).or_insert(0);
+        let batch = broker::log::batch::build_transactional(
+            (txp.pid, txp.epoch, seq),
+            broker::clock::now_ms(),
+            &[value.as_bytes()],
+        );
+        let sent = s.now();
+        let mut outcome = Outcome::Unknown;
+        for _ in 0..20 {
+            match s.produce(TXN_TOPIC, partition, batch.clone()).await {
+                Ok((0, at, broker)) => {
+                    outcome = Outcome::Acked { offset: at, broker };
+                    break;
+                }
+                Ok((6 | 5 | 3 | 7 | 56 | 19, _, _)) => {}
+                Ok((c, _, _)) => {
+                    outcome = Outcome::Refused(c);
+                    break;
+                }
+                Err(()) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        s.history.record(
+            s.now(),
+            Event::TxnWrite {
+                client: s.name.clone(),
+                label: label.to_owned(),
+                partition,
+                value,
+                sent,
+                producer: (txp.pid, txp.epoch),
+                outcome: outcome.clone(),
+            },
+        );
+        match outcome {
+            Outcome::Acked { .. } => {
+                txp.seq.insert(partition, seq.wrapping_add(1));
+            }
+            Outcome::Refused(_) | Outcome::Unknown => return (false, true),
+        }
+    }
+    let mut offsets = Vec::new();
+    if madsim::rand::thread_rng().gen_bool(0.5) {
+        *offset += 1;
+        if s.send_offsets(txp, index as i32, *offset).await {
+            offsets.push((index as i32, *offset));
+        } else {
+            return (false, true);
+        }
+    }
+    let roll = madsim::rand::thread_rng().gen_range(0..20);
+    if roll == 0 {
+        return (false, false); // abandoned: the coordinator aborts it
+    }
+    let commit = roll > 4;
+    let sent = s.now();
+    let outcome = s.end(txp, commit).await;
+    s.history.record(
+        s.now(),
+        Event::TxnEnd {
+            client: s.name.clone(),
+            label: label.to_owned(),
+            commit,
+            sent,
+            producer: (txp.pid, txp.epoch),
+            offsets,
+            outcome: outcome.clone(),
+        },
+    );
+    (
+        matches!(outcome, Outcome::Acked { .. }),
+        matches!(outcome, Outcome::Refused(_)),
+    )
+}
+
+/// InitProducerId for `id`, at its coordinator.
+async fn init(s: &mut Session, id: &'static str, until: Duration) -> Option<Txp> {
+    while s.now() < until + Duration::from_secs(10) {
+        if let Some(to) = s.txn_coordinator(id).await {
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(text(id))))
+                .with_transaction_timeout_ms(TXN_TIMEOUT_MS)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            match s
+                .client
+                .call(
+                    to,
+                    ApiKey::InitProducerId,
+                    3,
+                    RequestKind::InitProducerId(req),
+                )
+                .await
+            {
+                Ok(ResponseKind::InitProducerId(r)) if r.error_code == 0 => {
+                    s.history.record(
+                        s.now(),
+                        Event::TxnInit {
+                            client: s.name.clone(),
+                            transactional_id: id.to_owned(),
+                            producer: (r.producer_id.0, r.producer_epoch),
+                        },
+                    );
+                    return Some(Txp {
+                        id,
+                        pid: r.producer_id.0,
+                        epoch: r.producer_epoch,
+                        seq: BTreeMap::new(),
+                    });
+                }
+                other => {
+                    tracing::debug!(client = %s.name, ?other, "transactional InitProducerId");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
+impl Session {
+    /// The coordinator of transactional id `id` (FindCoordinator key type 1).
+    async fn txn_coordinator(&mut self, id: &str) -> Option<u32> {
+        let req = FindCoordinatorRequest::default()
+            .with_key(text(id))
+            .with_key_type(1);
+        let to = self.any_broker();
+        match self
+            .client
+            .call(
+                to,
+                ApiKey::FindCoordinator,
+                3,
+                RequestKind::FindCoordinator(req),
+            )
+            .await
+        {
+            Ok(ResponseKind::FindCoordinator(r)) if r.error_code == 0 && r.node_id.0 >= 0 => {
+                Some(r.node_id.0 as u32)
+            }
+            _ => None,
+        }
+    }
+
+    /// Retries `call` at the transaction coordinator of `id` while the
+    /// answer is coordinator trouble: the error code (`None` without one),
+    /// and whether an earlier attempt may have been applied (it got no
+    /// answer, or one that does not say it was not).
+    async fn at_txn_coordinator(
+        &mut self,
+        id: &str,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+        code: impl Fn(&ResponseKind) -> Option<i16>,
+    ) -> (Option<i16>, bool) {
+        let (mut last, mut ambiguous) = (None, false);
+        for _ in 0..15 {
+            let Some(to) = self.txn_coordinator(id).await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            // Any earlier attempt was answered with trouble or not at all:
+            // it may have been applied (a coordinator that wrote, then
+            // found it was superseded, answers NOT_COORDINATOR).
+            ambiguous |= last.is_some();
+            last = match self.client.call(to, api, version, request.clone()).await {
+                Ok(r) => Some(code(&r).unwrap_or(-1)),
+                Err(_) => Some(-1),
+            };
+            match last {
+                Some(c) if c >= 0 && !coordinator_trouble(c) => return (last, ambiguous),
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        (last.filter(|c| *c >= 0), true)
+    }
+
+    async fn add_partitions(&mut self, txp: &Txp, partitions: &[i32]) -> Option<i16> {
+        let req = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(txp.id)))
+            .with_v3_and_below_producer_id(ProducerId(txp.pid))
+            .with_v3_and_below_producer_epoch(txp.epoch)
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(text(TXN_TOPIC)))
+                    .with_partitions(partitions.to_vec()),
+            ]);
+        self.at_txn_coordinator(
+            txp.id,
+            ApiKey::AddPartitionsToTxn,
+            3,
+            RequestKind::AddPartitionsToTxn(req),
+            |r| match r {
+                ResponseKind::AddPartitionsToTxn(r) => Some(
+                    r.results_by_topic_v3_and_below
+                        .iter()
+                        .flat_map(|t| &t.results_by_partition)
+                        .map(|p| p.partition_error_code)
+                        .find(|c| *c != 0)
+                        .unwrap_or(0),
+                ),
+                _ => None,
+            },
+        )
+        .await
+        .0
+    }
+
+    /// AddOffsetsToTxn, then TxnOffsetCommit of `offset` for `partition`
+    /// of [`TXN_GROUP`] at the group's coordinator.
+    async fn send_offsets(&mut self, txp: &Txp, partition: i32, offset: i64) -> bool {
+        let req = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(text(txp.id)))
+            .with_producer_id(ProducerId(txp.pid))
+            .with_producer_epoch(txp.epoch)
+            .with_group_id(GroupId(text(TXN_GROUP)));
+        let added = self
+            .at_txn_coordinator(
+                txp.id,
+                ApiKey::AddOffsetsToTxn,
+                3,
+                RequestKind::AddOffsetsToTxn(req),
+                |r| match r {
+                    ResponseKind::AddOffsetsToTxn(r) => Some(r.error_code),
+                    _ => None,
+                },
+            )
+            .await
+            .0;
+        if added != Some(0) {
+            return false;
+        }
+        let req = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(text(txp.id)))
+            .with_group_id(GroupId(text(TXN_GROUP)))
+            .with_producer_id(ProducerId(txp.pid))
+            .with_producer_epoch(txp.epoch)
+            .with_generation_id(-1)
+            .with_topics(vec![
+                TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(text(TXN_TOPIC)))
+                    .with_partitions(vec![
+                        TxnOffsetCommitRequestPartition::default()
+                            .with_partition_index(partition)
+                            .with_committed_offset(offset),
+                    ]),
+            ]);
+        self.group = TXN_GROUP.to_owned();
+        for _ in 0..15 {
+            let Some(to) = self.coordinator().await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let code = match self
+                .client
+                .call(
+                    to,
+                    ApiKey::TxnOffsetCommit,
+                    3,
+                    RequestKind::TxnOffsetCommit(req.clone()),
+                )
+                .await
+            {
+                Ok(ResponseKind::TxnOffsetCommit(r)) => r
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0),
+                _ => -1,
+            };
+            match code {
+                0 => return true,
+                c if c == -1 || coordinator_trouble(c) => {
+                    self.lost_coordinator();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// EndTxn: acknowledged, refused, or unknown.
+    async fn end(&mut self, txp: &Txp, commit: bool) -> Outcome {
+        let req = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(text(txp.id)))
+            .with_producer_id(ProducerId(txp.pid))
+            .with_producer_epoch(txp.epoch)
+            .with_committed(commit);
+        let answer = self
+            .at_txn_coordinator(
+                txp.id,
+                ApiKey::EndTxn,
+                3,
+                RequestKind::EndTxn(req),
+                |r| match r {
+                    ResponseKind::EndTxn(r) => Some(r.error_code),
+                    _ => None,
+                },
+            )
+            .await;
+        match answer {
+            (Some(0), _) => Outcome::Acked {
+                offset: 0,
+                broker: 0,
+            },
+            // A refusal after an attempt that may have gone through says
+            // nothing (a retried commit of a producer fenced meanwhile).
+            (Some(c), false) if !coordinator_trouble(c) => Outcome::Refused(c),
+            _ => Outcome::Unknown,
+        }
+    }
+
+    /// A read_committed fetch from `from`: the committed records at or
+    /// after it (aborted ones dropped as a Kafka consumer drops them), the
+    /// offset to fetch next, the last stable offset and the high watermark.
+    async fn fetch_committed(
+        &mut self,
+        partition: i32,
+        from: i64,
+    ) -> Option<(Vec<(i64, String)>, i64, i64, i64)> {
+        let to = self.leader(TXN_TOPIC, partition).await?;
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_isolation_level(1)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(TopicName(text(TXN_TOPIC)))
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(from)
+                            .with_partition_max_bytes(256 << 10),
+                    ]),
+            ]);
+        match self
+            .client
+            .call(to, ApiKey::Fetch, 11, RequestKind::Fetch(req))
+            .await
+        {
+            Ok(ResponseKind::Fetch(r)) => {
+                let p = r.responses.first()?.partitions.first()?;
+                if p.error_code != 0 {
+                    self.forget(TXN_TOPIC, partition);
+                    return None;
+                }
+                let aborted: Vec<(i64, i64)> = p
+                    .aborted_transactions
+                    .iter()
+                    .flatten()
+                    .map(|a| (a.producer_id.0, a.first_offset))
+                    .collect();
+                let set = p.records.clone().unwrap_or_default();
+                let (got, next) = committed_records(&set, from, &aborted);
+                Some((got, next, p.last_stable_offset, p.high_watermark))
+            }
+            _ => {
+                self.forget(TXN_TOPIC, partition);
+                None
+            }
+        }
+    }
+
+    /// The group's committed offsets, asked with require_stable (a
+    /// partition with offsets of an open transaction is not answered).
+    async fn txn_group_offsets(&mut self) -> Option<Vec<(i32, i64)>> {
+        self.group = TXN_GROUP.to_owned();
+        let to = self.coordinator().await?;
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(text(TXN_GROUP)))
+            .with_require_stable(true)
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(text(TXN_TOPIC)))
+                    .with_partition_indexes((0..2).collect()),
+            ]));
+        match self
+            .client
+            .call(to, ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(req))
+            .await
+        {
+            Ok(ResponseKind::OffsetFetch(r)) if r.error_code == 0 => {
+                let parts: Vec<_> = r.topics.first()?.partitions.iter().collect();
+                if parts.iter().any(|p| p.error_code != 0) {
+                    return None;
+                }
+                Some(
+                    parts
+                        .iter()
+                        .map(|p| (p.partition_index, p.committed_offset))
+                        .collect(),
+                )
+            }
+            _ => {
+                self.lost_coordinator();
+                None
+            }
+        }
+    }
+}
+
+/// Kafka's consumer-side filter of a read_committed fetch: a transactional
+/// batch of a producer whose aborted transaction began at or before it is
+/// dropped until that producer's abort marker; control batches are never
+/// records. Returns the records at or after `from` and the offset after
+/// the last batch.
+pub(crate) fn committed_records(
+    set: &[u8],
+    from: i64,
+    aborted: &[(i64, i64)],
+) -> (Vec<(i64, String)>, i64) {
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    pending.sort_by_key(|(_, first)| *first);
+    let mut pending = pending.into_iter().peekable();
+    let mut aborting = BTreeSet::new();
+    let (mut out, mut next) = (Vec::new(), from);
+    let mut at = 0;
+    while at < set.len() {
+        let Ok(h) = broker::log::batch::parse(&set[at..]) else {
+            break;
+        };
+        let batch = &set[at..at + h.size];
+        at += h.size;
+        next = next.max(h.next_offset());
+        while let Some((pid, _)) = pending.next_if(|(_, first)| *first <= h.last_offset()) {
+            aborting.insert(pid);
+        }
+        if let Some(c) = h.control {
+            if c.marker == broker::log::batch::Marker::Abort {
+                aborting.remove(&h.producer_id);
+            }
+            continue;
+        }
+        if h.is_transactional() && aborting.contains(&h.producer_id) {
+            continue;
+        }
+        for (i, v) in broker::log::batch::decode_values(batch)
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+        {
+            let offset = h.base_offset + i as i64;
+            if offset >= from {
+                out.push((offset, String::from_utf8_lossy(&v).into_owned()));
+            }
+        }
+    }
+    (out, next)
+}
+
+/// Reads [`TXN_TOPIC`] read_committed all the time, as a downstream
+/// consumer of the transactions does.
+pub async fn txn_reader(mut s: Session, until: Duration) {
+    let mut pos: BTreeMap<i32, i64> = (0..TXN_PARTITIONS).map(|p| (p, 0)).collect();
+    while s.now() < until {
+        for partition in 0..TXN_PARTITIONS {
+            let from = pos[&partition];
+            if let Some((got, next, _, _)) = s.fetch_committed(partition, from).await {
+                pos.insert(partition, next);
+                if !got.is_empty() {
+                    s.history.record(
+                        s.now(),
+                        Event::TxnPoll {
+                            partition,
+                            from,
+                            got,
+                        },
+                    );
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The liveness phase's read: every partition of [`TXN_TOPIC`] to its end
+/// once no transaction is open (the last stable offset is the high
+/// watermark), and the group's offsets, before `deadline`.
+pub async fn final_read(mut s: Session, deadline: Duration) {
+    for partition in 0..TXN_PARTITIONS {
+        let mut records = Vec::new();
+        let mut from = 0;
+        while s.now() < deadline {
+            match s.fetch_committed(partition, from).await {
+                Some((got, next, lso, hw)) => {
+                    records.extend(got);
+                    from = next;
+                    if from >= hw && lso == hw {
+                        s.history
+                            .record(s.now(), Event::TxnFinal { partition, records });
+                        break;
+                    }
+                    if next == from && lso < hw {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                }
+                None => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+    while s.now() < deadline {
+        if let Some(offsets) = s.txn_group_offsets().await {
+            s.history
+                .record(s.now(), Event::TxnOffsetsFinal { offsets });
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use broker::log::batch::{Marker, build, build_marker, build_transactional, stamp};
+
+    fn at(b: bytes::Bytes, offset: i64) -> Vec<u8> {
+        let mut v = b.to_vec();
+        stamp(&mut v, offset, 1);
+        v
+    }
+
+    #[test]
+    fn aborted_batches_are_dropped_until_their_marker() {
+        let mut set = Vec::new();
+        set.extend(at(build_transactional((7, 0, 0), 0, &[b"a1"]), 0));
+        set.extend(at(build_transactional((8, 0, 0), 0, &[b"c1"]), 1));
+        set.extend(at(build((-1, -1, -1), 0, &[b"plain"]), 2));
+        set.extend(at(build_marker((7, 0), Marker::Abort, 1, 0), 3));
+        set.extend(at(build_transactional((7, 0, 1), 0, &[b"a2"]), 4));
+        set.extend(at(build_marker((8, 0), Marker::Commit, 1, 0), 5));
+        let (got, next) = committed_records(&set, 1, &[(7, 0)]);
+        let values: Vec<&str> = got.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, ["c1", "plain", "a2"], "a2 is a new transaction");
+        assert_eq!(next, 6);
+    }
+}
