@@ -16,15 +16,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, BrokerId, EndTxnRequest,
-    FetchRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, OffsetFetchRequest,
-    ProducerId, RequestKind, ResponseKind, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, EndTxnRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, OffsetFetchRequest, ProducerId,
+    RequestKind, ResponseKind, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
@@ -160,6 +159,7 @@ async fn one_transaction(
             Event::TxnWrite {
                 client: s.name.clone(),
                 label: label.to_owned(),
+                joined: true,
                 partition,
                 value,
                 sent,
@@ -172,6 +172,11 @@ async fn one_transaction(
                 txp.seq.insert(partition, seq.wrapping_add(1));
             }
             Outcome::Refused(_) | Outcome::Unknown => return (false, true),
+        }
+    }
+    if madsim::rand::thread_rng().gen_ratio(1, 25) {
+        if let Some(other) = (0..TXN_PARTITIONS).find(|p| !partitions.contains(p)) {
+            unjoined_write(s, txp, label, other).await;
         }
     }
     let mut offsets = Vec::new();
@@ -206,6 +211,41 @@ async fn one_transaction(
         matches!(outcome, Outcome::Acked { .. }),
         matches!(outcome, Outcome::Refused(_)),
     )
+}
+
+/// A misbehaving client's write to a partition it did not add to its
+/// transaction: the partition's leader must refuse it (KIP-890), or it
+/// would open a transaction there that no marker ever ends.
+async fn unjoined_write(s: &mut Session, txp: &mut Txp, label: &str, partition: i32) {
+    let value = format!("tx:{label}:{partition}");
+    let seq = *txp.seq.entry(partition).or_insert(0);
+    let batch = broker::log::batch::build_transactional(
+        (txp.pid, txp.epoch, seq),
+        broker::clock::now_ms(),
+        &[value.as_bytes()],
+    );
+    let sent = s.now();
+    let outcome = match s.produce(TXN_TOPIC, partition, batch).await {
+        Ok((0, offset, broker)) => {
+            txp.seq.insert(partition, seq.wrapping_add(1));
+            Outcome::Acked { offset, broker }
+        }
+        Ok((code, _, _)) => Outcome::Refused(code),
+        Err(()) => Outcome::Unknown,
+    };
+    s.history.record(
+        s.now(),
+        Event::TxnWrite {
+            client: s.name.clone(),
+            label: label.to_owned(),
+            joined: false,
+            partition,
+            value,
+            sent,
+            producer: (txp.pid, txp.epoch),
+            outcome,
+        },
+    );
 }
 
 /// InitProducerId for `id`, at its coordinator.
@@ -457,49 +497,16 @@ impl Session {
         partition: i32,
         from: i64,
     ) -> Option<(Vec<(i64, String)>, i64, i64, i64)> {
-        let to = self.leader(TXN_TOPIC, partition).await?;
-        let req = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(100)
-            .with_min_bytes(1)
-            .with_max_bytes(1 << 20)
-            .with_isolation_level(1)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(TopicName(text(TXN_TOPIC)))
-                    .with_partitions(vec![
-                        FetchPartition::default()
-                            .with_partition(partition)
-                            .with_fetch_offset(from)
-                            .with_partition_max_bytes(256 << 10),
-                    ]),
-            ]);
-        match self
-            .client
-            .call(to, ApiKey::Fetch, 11, RequestKind::Fetch(req))
-            .await
-        {
-            Ok(ResponseKind::Fetch(r)) => {
-                let p = r.responses.first()?.partitions.first()?;
-                if p.error_code != 0 {
-                    self.forget(TXN_TOPIC, partition);
-                    return None;
-                }
-                let aborted: Vec<(i64, i64)> = p
-                    .aborted_transactions
-                    .iter()
-                    .flatten()
-                    .map(|a| (a.producer_id.0, a.first_offset))
-                    .collect();
-                let set = p.records.clone().unwrap_or_default();
-                let (got, next) = committed_records(&set, from, &aborted);
-                Some((got, next, p.last_stable_offset, p.high_watermark))
-            }
-            _ => {
-                self.forget(TXN_TOPIC, partition);
-                None
-            }
-        }
+        let p = self.fetch_partition(TXN_TOPIC, partition, from, 1).await?;
+        let aborted: Vec<(i64, i64)> = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        let set = p.records.clone().unwrap_or_default();
+        let (got, next) = committed_records(&set, from, &aborted);
+        Some((got, next, p.last_stable_offset, p.high_watermark))
     }
 
     /// The group's committed offsets, asked with require_stable (a

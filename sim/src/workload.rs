@@ -10,6 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -195,10 +196,13 @@ pub enum Event {
         transactional_id: String,
         producer: (i64, i16),
     },
-    /// A write of transaction `label` (sent at `sent`, as `producer`).
+    /// A write of transaction `label` (sent at `sent`, as `producer`);
+    /// `joined`: to a partition added to the transaction (else a
+    /// misbehaving client's, which KIP-890 says must be refused).
     TxnWrite {
         client: String,
         label: String,
+        joined: bool,
         partition: i32,
         value: String,
         sent: Duration,
@@ -703,6 +707,22 @@ impl Session {
         partition: i32,
         from: i64,
     ) -> Option<(Vec<(i64, String, i32)>, i64)> {
+        let p = self.fetch_partition(topic, partition, from, 0).await?;
+        let set = p.records.clone().unwrap_or_default();
+        Some((records(&set, from), p.high_watermark))
+    }
+
+    /// One Fetch of `partition` from `from` at `isolation` (0:
+    /// read_uncommitted, 1: read_committed) from its leader: the
+    /// partition's answer, `None` without one or on an error (the leader
+    /// is looked up again next time).
+    pub(crate) async fn fetch_partition(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        from: i64,
+        isolation: i8,
+    ) -> Option<PartitionData> {
         let Some(to) = self.leader(topic, partition).await else {
             tracing::debug!(client = %self.name, topic, partition, "no leader known");
             return None;
@@ -712,6 +732,7 @@ impl Session {
             .with_max_wait_ms(100)
             .with_min_bytes(1)
             .with_max_bytes(1 << 20)
+            .with_isolation_level(isolation)
             .with_topics(vec![
                 FetchTopic::default()
                     .with_topic(TopicName(s(topic)))
@@ -728,14 +749,19 @@ impl Session {
             .await
         {
             Ok(ResponseKind::Fetch(r)) => {
-                let p = r.responses.first()?.partitions.first()?;
+                let p = r
+                    .responses
+                    .into_iter()
+                    .next()?
+                    .partitions
+                    .into_iter()
+                    .next()?;
                 if p.error_code != 0 {
                     tracing::debug!(client = %self.name, topic, partition, from, code = p.error_code, "fetch refused");
                     self.forget(topic, partition);
                     return None;
                 }
-                let set = p.records.clone().unwrap_or_default();
-                Some((records(&set, from), p.high_watermark))
+                Some(p)
             }
             other => {
                 tracing::debug!(client = %self.name, topic, partition, from, ?other, "fetch failed");

@@ -246,9 +246,23 @@ impl Coordinators {
     pub async fn add_to_txn(
         &self,
         id: &str,
-        (producer_id, epoch): (i64, i16),
+        producer: (i64, i16),
         partitions: Vec<(String, i32)>,
     ) -> Result<(), i16> {
+        self.change_txn(id, producer, |r, now_ms| r.add(partitions, now_ms))
+            .await
+            .map(|_| ())
+    }
+
+    /// Applies `change` to the current producer's record of `id` and
+    /// persists it if it changed (`Ok(true)`), else confirms this
+    /// coordinator still coordinates: either way before the answer.
+    async fn change_txn(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        change: impl FnOnce(&mut TxnRecord, i64) -> Result<bool, i16>,
+    ) -> Result<(std::sync::Arc<Slot>, bool), i16> {
         let slot = self.txn_slot(id)?;
         let mut txns = slot.txns.lock().await;
         let now_ms = self.config.clock.now_ms();
@@ -257,12 +271,14 @@ impl Coordinators {
             Some(e) => e.record.clone(),
         };
         record.check_producer(producer_id, epoch)?;
-        if record.add(partitions, now_ms)? {
+        let changed = change(&mut record, now_ms)?;
+        if changed {
             slot.persist_txn(&mut txns, record).await?;
         } else {
             slot.confirm().await?;
         }
-        Ok(())
+        drop(txns);
+        Ok((slot, changed))
     }
 
     /// KIP-890 verification for a partition leader: whether the partition
@@ -290,27 +306,15 @@ impl Coordinators {
 
     /// EndTxn: the decision is on the volume (prepare state) before the
     /// answer; the markers follow.
-    pub async fn end_txn(
-        &self,
-        id: &str,
-        (producer_id, epoch): (i64, i16),
-        commit: bool,
-    ) -> Result<(), i16> {
-        let slot = self.txn_slot(id)?;
-        let mut txns = slot.txns.lock().await;
-        let now_ms = self.config.clock.now_ms();
-        let mut record = match slot.txn_entry(&mut txns, id).await? {
-            None => return Err(code(ResponseError::InvalidProducerIdMapping)),
-            Some(e) => e.record.clone(),
-        };
-        record.check_producer(producer_id, epoch)?;
-        if record.end(commit, now_ms)? {
-            slot.persist_txn(&mut txns, record).await?;
+    pub async fn end_txn(&self, id: &str, producer: (i64, i16), commit: bool) -> Result<(), i16> {
+        let (slot, decided) = self
+            .change_txn(id, producer, |r, now_ms| r.end(commit, now_ms))
+            .await?;
+        if decided {
             vfs::fault_point!(slot.vfs, "txn-end.prepared");
             self.txn_decided.notify_one();
-        } else {
-            slot.confirm().await?;
         }
+        drop(slot);
         Ok(())
     }
 

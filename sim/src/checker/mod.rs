@@ -341,6 +341,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::Trimmed { .. } | Event::TrimStart { .. } => &[I::DeleteRecordsUndone],
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
             Event::TxnPoll { .. } => &[I::AbortedRead, I::UncommittedRead],
+            Event::TxnWrite { joined: false, .. } => &[I::UnjoinedWrite],
             Event::TxnWrite {
                 outcome: Outcome::Acked { .. },
                 ..

@@ -3,8 +3,8 @@
 //! read under read_committed), uncommitted-read (read before its commit
 //! was asked for), torn-transaction (read in part, or a record twice),
 //! lost-commit, aborted-offsets (offsets of a transaction that did not
-//! commit in effect, or those of an acknowledged commit lost) and
-//! fenced-write.
+//! commit in effect, or those of an acknowledged commit lost),
+//! unjoined-write and fenced-write.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,6 +52,19 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     for (t, e) in events {
         match e {
             Event::TxnInit { producer, .. } => inits.push((*t, *producer)),
+            Event::TxnWrite {
+                label,
+                value,
+                outcome,
+                joined: false,
+                ..
+            } => {
+                if matches!(outcome, Outcome::Acked { .. }) {
+                    out.push(Invariant::UnjoinedWrite.says(format!(
+                        "{value} of transaction {label}, to a partition not added to it, was acknowledged ({outcome:?})"
+                    )));
+                }
+            }
             Event::TxnWrite {
                 label,
                 value,
