@@ -465,22 +465,31 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let trimmed = opts
         .trimmer
         .then(|| Session::new("final-trim-reader", opts.brokers, start, history.clone()));
-    let transacted = opts
-        .transactions
-        .then(|| Session::new("final-txn-reader", opts.brokers, start, history.clone()));
+    // The transactions' topic is read on a node of its own, alongside: a
+    // read that cannot finish (a trimmed topic never created, say) must
+    // not use up the deadline of the others.
+    let transacted = opts.transactions.then(|| {
+        let s = Session::new("final-txn-reader", opts.brokers, start, history.clone());
+        handle
+            .create_node()
+            .name("final-txn-reader")
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 2)))
+            .build()
+            .spawn(crate::transactor::final_read(s, deadline))
+    });
     let logs = reader
         .spawn(async move {
             let logs = workload::converge(session, deadline).await;
             if let Some(s) = trimmed {
                 crate::trimmer::final_read(s, deadline).await;
             }
-            if let Some(s) = transacted {
-                crate::transactor::final_read(s, deadline).await;
-            }
             logs
         })
         .await
         .unwrap_or_default();
+    if let Some(t) = transacted {
+        let _ = t.await;
+    }
     // Deletions must finish within the same deadline.
     let deleted: Vec<Deletion> = history
         .events()
