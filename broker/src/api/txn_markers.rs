@@ -50,8 +50,15 @@ impl Api {
     /// ones, until the process ends; spawned once the broker serves.
     pub async fn drive_transactions(self: Arc<Self>) {
         loop {
-            let _ =
-                tokio::time::timeout(RETRY_EVERY, self.coordinators.txn_decided.notified()).await;
+            // Woken by a decision or a takeover; on a timer only while a
+            // transaction is open or prepared here (a broker without any
+            // sleeps, so it runs exactly as before transactions existed).
+            let woken = self.coordinators.txn_decided.notified();
+            if self.coordinators.txns_pending().await {
+                let _ = tokio::time::timeout(RETRY_EVERY, woken).await;
+            } else {
+                woken.await;
+            }
             for p in self.coordinators.txns_to_finish().await {
                 let id = p.record.transactional_id.clone();
                 if !lock(&self.finishing).insert(id.clone()) {

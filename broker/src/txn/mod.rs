@@ -351,6 +351,21 @@ impl Coordinators {
         out
     }
 
+    /// Whether a slot this broker coordinates has a transaction open or
+    /// prepared (the marker writer's timer runs only then).
+    pub async fn txns_pending(&self) -> bool {
+        for slot in self.led() {
+            let txns = slot.txns.lock().await;
+            if txns
+                .values()
+                .any(|e| e.record.state == TxnState::Ongoing || e.record.state.is_prepared())
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Every marker of `done` was written: the transaction is complete, if
     /// it is still the one that was prepared.
     pub async fn txn_completed(&self, done: &Prepared) -> Result<(), i16> {
