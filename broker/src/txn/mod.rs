@@ -274,6 +274,9 @@ impl Coordinators {
         let changed = change(&mut record, now_ms)?;
         if changed {
             slot.persist_txn(&mut txns, record).await?;
+            // An open transaction has a timeout to watch (the marker
+            // writer's timer runs only while one exists).
+            self.txn_decided.notify_one();
         } else {
             slot.confirm().await?;
         }
