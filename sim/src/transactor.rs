@@ -130,13 +130,7 @@ async fn one_transaction(
     }
     s.transactional_id = Some(txp.id.to_owned());
     for &partition in &partitions {
-        let value = format!("tx:{label}:{partition}");
-        let seq = *txp.seq.entry(partition).or_insert(0);
-        let batch = broker::log::batch::build_transactional(
-            (txp.pid, txp.epoch, seq),
-            broker::clock::now_ms(),
-            &[value.as_bytes()],
-        );
+        let (value, seq, batch) = txn_batch(txp, label, partition);
         let sent = s.now();
         let mut outcome = Outcome::Unknown;
         for _ in 0..20 {
@@ -154,24 +148,16 @@ async fn one_transaction(
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        s.history.record(
-            s.now(),
-            Event::TxnWrite {
-                client: s.name.clone(),
-                label: label.to_owned(),
-                joined: true,
-                partition,
-                value,
-                sent,
-                producer: (txp.pid, txp.epoch),
-                outcome: outcome.clone(),
-            },
+        record_write(
+            s,
+            txp,
+            (label, partition, true),
+            value,
+            (seq, sent),
+            &outcome,
         );
-        match outcome {
-            Outcome::Acked { .. } => {
-                txp.seq.insert(partition, seq.wrapping_add(1));
-            }
-            Outcome::Refused(_) | Outcome::Unknown => return (false, true),
+        if !matches!(outcome, Outcome::Acked { .. }) {
+            return (false, true);
         }
     }
     if madsim::rand::thread_rng().gen_ratio(1, 25) {
@@ -217,6 +203,26 @@ async fn one_transaction(
 /// transaction: the partition's leader must refuse it (KIP-890), or it
 /// would open a transaction there that no marker ever ends.
 async fn unjoined_write(s: &mut Session, txp: &mut Txp, label: &str, partition: i32) {
+    let (value, seq, batch) = txn_batch(txp, label, partition);
+    let sent = s.now();
+    let outcome = match s.produce(TXN_TOPIC, partition, batch).await {
+        Ok((0, offset, broker)) => Outcome::Acked { offset, broker },
+        Ok((code, _, _)) => Outcome::Refused(code),
+        Err(()) => Outcome::Unknown,
+    };
+    record_write(
+        s,
+        txp,
+        (label, partition, false),
+        value,
+        (seq, sent),
+        &outcome,
+    );
+}
+
+/// Transaction `label`'s record for `partition`: its value, the producer's
+/// sequence there, and the batch carrying it.
+fn txn_batch(txp: &mut Txp, label: &str, partition: i32) -> (String, i32, bytes::Bytes) {
     let value = format!("tx:{label}:{partition}");
     let seq = *txp.seq.entry(partition).or_insert(0);
     let batch = broker::log::batch::build_transactional(
@@ -224,26 +230,33 @@ async fn unjoined_write(s: &mut Session, txp: &mut Txp, label: &str, partition: 
         broker::clock::now_ms(),
         &[value.as_bytes()],
     );
-    let sent = s.now();
-    let outcome = match s.produce(TXN_TOPIC, partition, batch).await {
-        Ok((0, offset, broker)) => {
-            txp.seq.insert(partition, seq.wrapping_add(1));
-            Outcome::Acked { offset, broker }
-        }
-        Ok((code, _, _)) => Outcome::Refused(code),
-        Err(()) => Outcome::Unknown,
-    };
+    (value, seq, batch)
+}
+
+/// Records a write of transaction `label` (to a partition added to it or
+/// not); once acknowledged, the producer's sequence there moves on.
+fn record_write(
+    s: &Session,
+    txp: &mut Txp,
+    (label, partition, joined): (&str, i32, bool),
+    value: String,
+    (seq, sent): (i32, Duration),
+    outcome: &Outcome,
+) {
+    if matches!(outcome, Outcome::Acked { .. }) {
+        txp.seq.insert(partition, seq.wrapping_add(1));
+    }
     s.history.record(
         s.now(),
         Event::TxnWrite {
             client: s.name.clone(),
             label: label.to_owned(),
-            joined: false,
+            joined,
             partition,
             value,
             sent,
             producer: (txp.pid, txp.epoch),
-            outcome,
+            outcome: outcome.clone(),
         },
     );
 }
