@@ -441,6 +441,19 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
+        .with_timer(SimTime)
         .init();
+}
+
+/// Log lines carry the simulated time since the run's start, so they line
+/// up with the trace (wall-clock time says nothing in a simulation).
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        match madsim::time::TimeHandle::try_current() {
+            Some(t) => write!(w, "{:>8.3}s", t.elapsed().as_secs_f64()),
+            None => write!(w, "{:>9}", "-"),
+        }
+    }
 }

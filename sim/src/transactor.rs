@@ -32,6 +32,9 @@ use crate::workload::{Event, Outcome, Session};
 
 pub const TXN_TOPIC: &str = "txns";
 pub const TXN_PARTITIONS: i32 = 3;
+/// The prefix of the plain records the final read writes first (never
+/// part of a transaction; the checker skips them).
+pub const SENTINEL: &str = "final-txn-";
 /// The group the transactions send offsets to: transactor `i` commits
 /// partition `i` of [`TXN_TOPIC`], with offsets that grow with each
 /// transaction.
@@ -636,22 +639,44 @@ pub async fn txn_reader(mut s: Session, until: Duration) {
 
 /// The liveness phase's read: every partition of [`TXN_TOPIC`] to its end
 /// once no transaction is open (the last stable offset is the high
-/// watermark), and the group's offsets, before `deadline`.
+/// watermark), and the group's offsets, before `deadline`. Each partition
+/// first takes a plain record (a [`SENTINEL`]) and is read past it: only
+/// the partition's current leader acknowledges a write, so a broker that
+/// still serves an old view (its follower loop held for a while) cannot
+/// end the read early with an old high watermark.
 pub async fn final_read(mut s: Session, deadline: Duration) {
     for partition in 0..TXN_PARTITIONS {
+        let sentinel = format!("{SENTINEL}{partition}");
+        let mut end = None;
         let mut records = Vec::new();
         let mut from = 0;
         while s.now() < deadline {
+            let Some(end) = end else {
+                let batch = broker::log::batch::build(
+                    (-1, -1, -1),
+                    broker::clock::now_ms(),
+                    &[sentinel.as_bytes()],
+                );
+                match s.produce(TXN_TOPIC, partition, batch).await {
+                    Ok((0, offset, _)) => end = Some(offset),
+                    _ => tokio::time::sleep(Duration::from_millis(300)).await,
+                }
+                continue;
+            };
             match s.fetch_committed(partition, from).await {
                 Some((got, next, lso, hw)) => {
-                    records.extend(got);
+                    records.extend(got.into_iter().filter(|(_, v)| *v != sentinel));
+                    let stuck = next == from;
                     from = next;
-                    if from >= hw && lso == hw {
+                    if from > end && from >= hw && lso == hw {
                         s.history
                             .record(s.now(), Event::TxnFinal { partition, records });
                         break;
                     }
-                    if next == from && lso < hw {
+                    if stuck {
+                        // An open transaction, or a broker behind: ask the
+                        // cluster for the leader again.
+                        s.forget(TXN_TOPIC, partition);
                         tokio::time::sleep(Duration::from_millis(300)).await;
                     }
                 }

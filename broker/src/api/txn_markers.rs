@@ -66,6 +66,12 @@ impl Api {
                 }
                 let api = self.clone();
                 tokio::spawn(async move {
+                    // Checked only once this id is ours in `finishing`: a
+                    // finisher that completed it has left by then.
+                    if !api.coordinators.still_prepared(&p).await {
+                        lock(&api.finishing).remove(&id);
+                        return;
+                    }
                     match api.finish(&p).await {
                         Ok(()) => {
                             if let Err(e) = api.coordinators.txn_completed(&p).await {

@@ -153,7 +153,13 @@ impl AssignmentReader {
 
     /// Reads the newest assignment: finds the newest controller epoch, then
     /// walks down to the newest epoch that wrote an assignment. Keeps what
-    /// it had if that is not newer.
+    /// it had unless that one is newer and, by a fresh look made after
+    /// reading it, its controller epoch is still the newest claimed one: a
+    /// deposed controller's write that lands after its successor claimed the
+    /// next epoch is never followed. The successor reads its predecessor's
+    /// assignment after its claim (`newest_written`), so its first
+    /// assignment starts from every version a reader may have followed and
+    /// no leader epoch a client was told goes back.
     pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<Option<&Assignment>> {
         #[cfg(madsim)]
         if crate::historical::on("torn-assignment") {
@@ -164,14 +170,90 @@ impl AssignmentReader {
         }
         let from = self.latest.as_ref().map_or(0, |a| a.controller_epoch);
         let newest = election::newest_epoch(vfs, from).await?;
-        for epoch in (from.max(1)..=newest).rev() {
-            if let Some(a) = read(vfs, epoch).await? {
-                if self.latest.as_ref().is_none_or(|cur| a.supersedes(cur)) {
-                    self.latest = Some(a);
-                }
-                break;
+        if let Some(a) = newest_written(vfs, from, newest).await? {
+            if self.latest.as_ref().is_none_or(|cur| a.supersedes(cur))
+                && election::newest_epoch(vfs, newest).await? == a.controller_epoch
+            {
+                self.latest = Some(a);
             }
         }
         Ok(self.latest.as_ref())
+    }
+}
+
+/// The assignment of the newest controller epoch in `from..=upto` that
+/// wrote one (fresh reads), whatever epochs were claimed since: what a new
+/// controller of the epoch after `upto` starts from.
+pub async fn newest_written(vfs: &dyn Vfs, from: u32, upto: u32) -> io::Result<Option<Assignment>> {
+    for epoch in (from.max(1)..=upto).rev() {
+        if let Some(a) = read(vfs, epoch).await? {
+            return Ok(Some(a));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::election::{self, Holder};
+    use vfs::durable::ClaimToken;
+
+    fn leading(controller_epoch: u32, version: u64, leader: u32, epoch: u32) -> Assignment {
+        Assignment {
+            controller_epoch,
+            version,
+            controller: controller_epoch - 1,
+            partitions: vec![(
+                "t".to_owned(),
+                0,
+                Leadership {
+                    leader,
+                    leader_epoch: epoch,
+                },
+            )],
+            ..Assignment::default()
+        }
+    }
+
+    /// Seed 97 of the swarm: a controller held between its "still the
+    /// newest?" check and its write moved a partition after its successor
+    /// had claimed the next epoch and read the assignment; brokers followed
+    /// the late version, then the successor's, and told clients an older
+    /// leader epoch than before.
+    #[tokio::test]
+    async fn a_version_written_after_the_next_epoch_was_claimed_is_not_followed() {
+        let v = vfs::MemVfs::new();
+        crate::node::prepare_volume(&v).await.unwrap();
+        let first = ClaimToken::fresh("broker-0");
+        let second = ClaimToken::fresh("broker-1");
+        assert_eq!(
+            election::try_claim(&v, 1, 0, &first).await.unwrap(),
+            Holder::Me
+        );
+        write(&v, &leading(1, 1, 0, 1)).await.unwrap();
+        let mut reader = AssignmentReader::default();
+        reader.refresh(&v).await.unwrap();
+        assert_eq!(reader.latest(), Some(&leading(1, 1, 0, 1)));
+
+        assert_eq!(
+            election::try_claim(&v, 2, 1, &second).await.unwrap(),
+            Holder::Me
+        );
+        // The deposed controller's late move, then its successor's view.
+        write(&v, &leading(1, 2, 1, 2)).await.unwrap();
+        reader.refresh(&v).await.unwrap();
+        assert_eq!(reader.latest(), Some(&leading(1, 1, 0, 1)));
+        let mut fresh = AssignmentReader::default();
+        assert_eq!(fresh.refresh(&v).await.unwrap(), None);
+        let start = newest_written(&v, 1, 2).await.unwrap();
+        assert_eq!(start, Some(leading(1, 2, 1, 2)), "the successor sees it");
+
+        // The successor's first assignment is followed by everyone.
+        write(&v, &leading(2, 1, 1, 2)).await.unwrap();
+        for r in [&mut reader, &mut fresh] {
+            r.refresh(&v).await.unwrap();
+            assert_eq!(r.latest(), Some(&leading(2, 1, 1, 2)));
+        }
     }
 }

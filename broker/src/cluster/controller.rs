@@ -195,7 +195,19 @@ impl ControllerAgent {
 
     async fn act_as_controller(&mut self, epoch: u32, now: Instant) -> io::Result<Role> {
         let v = self.vfs.clone();
-        let previous = self.reader.refresh(v.as_ref()).await?.cloned();
+        // Until this epoch wrote its own, start from the newest assignment
+        // on the volume, read now (after this epoch's claim), even a version
+        // readers no longer follow: one a reader followed is never newer.
+        let previous = match self.reader.refresh(v.as_ref()).await?.cloned() {
+            Some(p) if p.controller_epoch == epoch => Some(p),
+            followed => {
+                let from = followed.as_ref().map_or(0, |a| a.controller_epoch);
+                match assignment::newest_written(v.as_ref(), from, epoch).await? {
+                    Some(a) if followed.as_ref().is_none_or(|f| a.supersedes(f)) => Some(a),
+                    _ => followed,
+                }
+            }
+        };
         let live = self.live_brokers(now);
         if live.is_empty() {
             // Nobody to lead anything (this controller is leaving, alone):

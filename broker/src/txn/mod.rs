@@ -341,15 +341,23 @@ impl Coordinators {
                     break;
                 }
             }
-            out.extend(
-                txns.values()
-                    .filter(|e| e.record.state.is_prepared())
-                    .map(|e| Prepared {
-                        slot: slot.slot,
-                        coordinator_epoch: slot.epoch,
-                        record: e.record.clone(),
-                    }),
-            );
+            let prepared: Vec<Prepared> = txns
+                .values()
+                .filter(|e| e.record.state.is_prepared())
+                .map(|e| Prepared {
+                    slot: slot.slot,
+                    coordinator_epoch: slot.epoch,
+                    record: e.record.clone(),
+                })
+                .collect();
+            // Markers go out only for decisions this epoch still stands
+            // behind by a fresh look made after every write of them: a
+            // coordinator deposed while it was held (its timeout's abort
+            // written after its successor loaded the slot) must not abort
+            // what its successor commits.
+            if !prepared.is_empty() && slot.confirm().await.is_ok() {
+                out.extend(prepared);
+            }
         }
         out
     }
@@ -367,6 +375,23 @@ impl Coordinators {
             }
         }
         false
+    }
+
+    /// Whether `p` is still waiting for its markers here. A pass of the
+    /// marker writer may find a transaction prepared just before another
+    /// pass completes it; its markers sent again would land after the
+    /// producer's next transaction began on a partition (same producer id
+    /// and epoch) and end that one too.
+    pub async fn still_prepared(&self, p: &Prepared) -> bool {
+        let Ok(slot) = self.txn_slot(&p.record.transactional_id) else {
+            return false;
+        };
+        if slot.epoch != p.coordinator_epoch {
+            return false;
+        }
+        let txns = slot.txns.lock().await;
+        txns.get(&p.record.transactional_id)
+            .is_some_and(|e| e.record == p.record)
     }
 
     /// Every marker of `done` was written: the transaction is complete, if
