@@ -2,9 +2,12 @@
 transactional producer and as read_committed and read_uncommitted
 consumers, against one broker and against three brokers on one data
 directory (markers then travel between brokers, and the coordinator is
-killed with SIGKILL between transactions); the operator APIs through
-kafka-python's codecs."""
+killed with SIGKILL between transactions, and in the middle of a
+consume-transform-produce loop); kafka-python's and aiokafka's
+transactional producers; the operator APIs through kafka-python's
+codecs."""
 
+import asyncio
 import os
 import signal
 import sys
@@ -15,6 +18,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
 from kafka.protocol.admin.transactions import (
     DescribeProducersRequest,
     DescribeTransactionsRequest,
@@ -169,6 +175,68 @@ def test_operators_see_transactions_and_producers(broker):
     p.commit_transaction(30)
 
 
+def test_kafka_python_transactions(broker):
+    """kafka-python's transactional producer: commit, abort, offsets sent
+    to a transaction with the consumer's group metadata (KIP-447)."""
+    create(broker.addr, "kp-tx", "kp-src")
+    group = f"kp-etl-{uuid.uuid4()}"
+    p = KafkaProducer(bootstrap_servers=broker.addr, transactional_id="kp-tx-1")
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(10):
+        p.send("kp-tx", value=f"kp-commit-{i}".encode())
+    c = KafkaConsumer(bootstrap_servers=broker.addr, group_id=group, enable_auto_commit=False)
+    c.subscribe(["kp-src"])
+    c.poll(timeout_ms=3000)  # joins the group: a generation to commit in
+    p.send_offsets_to_transaction({KTopicPartition("kp-src", 0): OffsetAndMetadata(5, "", -1)},
+                                  c.group_metadata())
+    p.commit_transaction()
+    p.begin_transaction()
+    for i in range(10):
+        p.send("kp-tx", value=f"kp-abort-{i}".encode())
+    p.flush()
+    p.abort_transaction()
+    p.close()
+    committed = c.committed(KTopicPartition("kp-src", 0))
+    c.close()
+    assert committed == 5
+    got = read_all(broker.addr, "kp-tx", 2, "read_committed")
+    assert sorted(got) == sorted(f"kp-commit-{i}" for i in range(10))
+
+
+def test_aiokafka_transactions(broker):
+    """aiokafka's transactional producer: a committed and an aborted
+    transaction, offsets sent to the committed one."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATopicPartition
+
+    create(broker.addr, "aio-tx")
+    group = f"aio-etl-{uuid.uuid4()}"
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=broker.addr, transactional_id="aio-tx-1",
+                             enable_idempotence=True)
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(10):
+                    await p.send("aio-tx", value=f"aio-commit-{i}".encode())
+                await p.send_offsets_to_transaction({ATopicPartition("aio-tx", 1): 3}, group)
+            await p.begin_transaction()
+            for i in range(10):
+                await p.send("aio-tx", value=f"aio-abort-{i}".encode())
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    got = read_all(broker.addr, "aio-tx", 2, "read_committed")
+    assert sorted(got) == sorted(f"aio-commit-{i}" for i in range(10))
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": group})
+    assert c.committed([TopicPartition("aio-tx", 1)], 10)[0].offset == 3
+    c.close()
+
+
 class Cluster:
     """Three brokers on one data directory."""
 
@@ -266,3 +334,74 @@ def test_transactions_across_brokers_survive_a_killed_coordinator(cluster):
     seen = {v.split("-")[0] for v in got}
     for t in seen:
         assert all(f"{t}-p{k}" in got for k in range(6)), f"transaction {t} torn"
+
+
+def test_consume_transform_produce_is_exactly_once_across_a_killed_coordinator(cluster):
+    """The exactly-once loop: a read_committed consumer in a group, a
+    transactional producer writing what it read, transformed, with the
+    consumer's offsets sent to the same transaction. The transaction
+    coordinator's broker is killed with SIGKILL a third of the way in and
+    restarted; a failed transaction is aborted and the loop resumes from
+    the group's committed offsets (a new consumer). Every input record
+    must be in the output exactly once."""
+    bs = cluster.bootstrap
+    create(bs, "ctp-in", "ctp-out", partitions=3)
+    total = 600
+    plain = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(total):
+        plain.produce("ctp-in", value=f"in-{i}", partition=i % 3)
+    assert plain.flush(30) == 0
+    group, txn_id = "ctp", "ctp-1"
+
+    def consumer():
+        c = Consumer({"bootstrap.servers": bs, "group.id": group,
+                      "isolation.level": "read_committed", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000})
+        c.subscribe(["ctp-in"])
+        return c
+
+    c, p = consumer(), producer(bs, txn_id, **{"transaction.timeout.ms": 10000})
+    done, aborted, victim, restart_at = 0, 0, None, None
+    deadline = time.monotonic() + 150
+    while done < total and time.monotonic() < deadline:
+        if victim is None and done >= total // 3:
+            victim = coordinator_of(bs, txn_id)
+            cluster.kill(victim)
+            restart_at = time.monotonic() + 3
+        if restart_at and time.monotonic() > restart_at:
+            cluster.start(victim)
+            restart_at = None
+        msgs = [m for m in c.consume(50, 1.0) if not m.error()]
+        if not msgs:
+            continue
+        try:
+            p.begin_transaction()
+            for m in msgs:
+                p.produce("ctp-out", value=f"out-{m.value().decode()}", partition=m.partition())
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            done += len(msgs)
+        except KafkaException as e:
+            err = e.args[0]
+            aborted += 1
+            if err.fatal():
+                p = producer(bs, txn_id, **{"transaction.timeout.ms": 10000})
+            else:
+                try:
+                    p.abort_transaction(30)
+                except KafkaException:
+                    p = producer(bs, txn_id, **{"transaction.timeout.ms": 10000})
+            # What was read since the last commit is read again.
+            c.close()
+            c = consumer()
+    c.close()
+    if restart_at:
+        cluster.start(victim)
+    got = read_all(bs, "ctp-out", 3, "read_committed", quiet_s=4)
+    print(f"consume-transform-produce: {len(got)} output records for {total} input, "
+          f"{aborted} transactions aborted, broker {victim} (the coordinator) killed and restarted")
+    assert victim is not None
+    want = [f"out-in-{i}" for i in range(total)]
+    dupes = {v for v in got if got.count(v) > 1}
+    assert not dupes, f"output twice: {sorted(dupes)[:5]}"
+    assert sorted(got) == sorted(want), f"missing: {sorted(set(want) - set(got))[:5]}"

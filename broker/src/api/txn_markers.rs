@@ -31,7 +31,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::groups;
+use crate::groups::{self, group::TxnMarker};
 use crate::log::batch::{self, Marker};
 use crate::log::{LogError, PartitionLog, topic};
 use crate::txn::{Prepared, TxnState};
@@ -200,7 +200,15 @@ impl Api {
                     let e = match offsets_group(&name) {
                         Some(group) => self
                             .coordinators
-                            .end_group_txn(group, m.producer_id.0, m.transaction_result)
+                            .end_group_txn(
+                                group,
+                                TxnMarker {
+                                    producer_id: m.producer_id.0,
+                                    producer_epoch: m.producer_epoch,
+                                    coordinator_epoch: m.coordinator_epoch,
+                                    commit: m.transaction_result,
+                                },
+                            )
                             .await
                             .err()
                             .unwrap_or(0),

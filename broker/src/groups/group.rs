@@ -119,6 +119,31 @@ pub enum Synced {
 /// A producer's offsets of its open transaction: its epoch, the offsets.
 pub type PendingOffsets = (i16, BTreeMap<(String, i32), OffsetRecord>);
 
+/// A WriteTxnMarkers entry for a group's offsets.
+#[derive(Clone, Copy, Debug)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+}
+
+/// A group's transactional state before a marker, see `Group::txn_snapshot`.
+pub struct TxnSnapshot {
+    pending: BTreeMap<i64, PendingOffsets>,
+    offsets: BTreeMap<(String, i32), OffsetRecord>,
+    marker_epochs: BTreeMap<i64, i32>,
+}
+
+/// Why a marker changed nothing in a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerRefused {
+    /// From a coordinator epoch older than one already applied.
+    ZombieCoordinator,
+    /// For an older producer epoch than the pending offsets'.
+    StaleEpoch,
+}
+
 pub struct Group {
     pub id: String,
     pub phase: Phase,
@@ -130,6 +155,8 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), OffsetRecord>,
     /// Producer id -> (epoch, offsets) committed in its open transaction.
     pub pending_txn: BTreeMap<i64, PendingOffsets>,
+    /// Per producer id, the newest coordinator epoch of a marker applied.
+    marker_epochs: BTreeMap<i64, i32>,
     /// Member ids handed out by MEMBER_ID_REQUIRED, valid until this instant.
     pending: BTreeMap<String, Instant>,
     join_counter: u64,
@@ -156,6 +183,7 @@ impl Group {
             members: BTreeMap::new(),
             offsets: BTreeMap::new(),
             pending_txn: BTreeMap::new(),
+            marker_epochs: BTreeMap::new(),
             pending: BTreeMap::new(),
             join_counter: 0,
             round_deadline: None,
@@ -189,6 +217,7 @@ impl Group {
                 (p.producer_id, (p.producer_epoch, offsets))
             })
             .collect();
+        g.marker_epochs = r.marker_epochs.into_iter().collect();
         for m in r.members {
             g.members.insert(
                 m.member_id.clone(),
@@ -263,6 +292,7 @@ impl Group {
                     offsets: offsets.values().cloned().collect(),
                 })
                 .collect(),
+            marker_epochs: self.marker_epochs.iter().map(|(p, e)| (*p, *e)).collect(),
         }
     }
 
@@ -274,16 +304,58 @@ impl Group {
             .collect()
     }
 
-    /// A transaction marker reached the group: its offsets take effect on
-    /// commit and are dropped on abort. `false` if it had none here.
-    pub fn end_txn(&mut self, producer_id: i64, commit: bool) -> bool {
-        let Some((_, offsets)) = self.pending_txn.remove(&producer_id) else {
-            return false;
-        };
-        if commit {
-            self.offsets.extend(offsets);
+    /// What a transaction marker may change, to put back if it cannot be
+    /// persisted.
+    pub fn txn_snapshot(&self) -> TxnSnapshot {
+        TxnSnapshot {
+            pending: self.pending_txn.clone(),
+            offsets: self.offsets.clone(),
+            marker_epochs: self.marker_epochs.clone(),
         }
-        true
+    }
+
+    pub fn restore_txn(&mut self, s: TxnSnapshot) {
+        self.pending_txn = s.pending;
+        self.offsets = s.offsets;
+        self.marker_epochs = s.marker_epochs;
+    }
+
+    /// A transaction marker reached the group: its offsets take effect on
+    /// commit and are dropped on abort. Checked like a marker appended to
+    /// a partition: one from a coordinator epoch older than a marker this
+    /// producer's group offsets already took (a deposed coordinator's, late)
+    /// or for an older producer epoch than the pending offsets' changes
+    /// nothing. `Ok(false)`: nothing changed, nothing to persist.
+    pub fn end_txn(&mut self, marker: TxnMarker) -> Result<bool, MarkerRefused> {
+        let TxnMarker {
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+        } = marker;
+        let newest = self.marker_epochs.get(&producer_id).copied();
+        if newest.is_some_and(|e| coordinator_epoch < e) {
+            return Err(MarkerRefused::ZombieCoordinator);
+        }
+        match self.pending_txn.get(&producer_id) {
+            Some((epoch, _)) if producer_epoch < *epoch => Err(MarkerRefused::StaleEpoch),
+            Some(_) => {
+                if let Some((_, offsets)) = self.pending_txn.remove(&producer_id) {
+                    if commit {
+                        self.offsets.extend(offsets);
+                    }
+                }
+                self.marker_epochs.insert(producer_id, coordinator_epoch);
+                Ok(true)
+            }
+            // Nothing pending, but a newer coordinator: remembered, so that
+            // its predecessor's late marker cannot end a later transaction.
+            None if newest.is_none_or(|e| coordinator_epoch > e) => {
+                self.marker_epochs.insert(producer_id, coordinator_epoch);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -1126,5 +1198,75 @@ mod tests {
             panic!("new subscriptions need a new assignment")
         };
         assert_eq!(g.phase, Phase::Preparing);
+    }
+
+    fn pend(g: &mut Group, pid: i64, epoch: i16, offset: i64) {
+        let key = ("t".to_owned(), 0);
+        let record = OffsetRecord {
+            topic: key.0.clone(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+            commit_ms: 0,
+        };
+        g.pending_txn.insert(pid, (epoch, [(key, record)].into()));
+    }
+
+    fn marker(coordinator_epoch: i32, producer_epoch: i16, commit: bool) -> TxnMarker {
+        TxnMarker {
+            producer_id: 7,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+        }
+    }
+
+    fn committed(g: &Group) -> Option<i64> {
+        g.offsets.get(&("t".to_owned(), 0)).map(|o| o.offset)
+    }
+
+    /// Seed 183 of the swarm, on the group side: a deposed transaction
+    /// coordinator's late marker must not end the offsets of a transaction
+    /// its successor handles, even when the successor's own marker found
+    /// nothing pending here.
+    #[test]
+    fn a_deposed_coordinators_marker_ends_nothing() {
+        let mut g = Group::new("g");
+        // The successor (coordinator epoch 3) ends a transaction without
+        // offsets here: remembered all the same.
+        assert_eq!(g.end_txn(marker(3, 0, true)), Ok(true));
+        pend(&mut g, 7, 0, 10);
+        assert_eq!(
+            g.end_txn(marker(2, 1, false)),
+            Err(MarkerRefused::ZombieCoordinator)
+        );
+        assert_eq!(g.pending_txn_partitions().len(), 1, "still pending");
+        assert_eq!(g.end_txn(marker(3, 0, true)), Ok(true));
+        assert_eq!(committed(&g), Some(10));
+        // Survives the group file.
+        let mut back = Group::from_record(g.record(), Instant::now());
+        pend(&mut back, 7, 1, 20);
+        assert_eq!(
+            back.end_txn(marker(2, 1, true)),
+            Err(MarkerRefused::ZombieCoordinator)
+        );
+        assert_eq!(committed(&back), Some(10));
+    }
+
+    #[test]
+    fn a_marker_for_an_older_producer_epoch_leaves_the_newer_offsets_pending() {
+        let mut g = Group::new("g");
+        pend(&mut g, 7, 2, 10);
+        assert_eq!(
+            g.end_txn(marker(1, 1, true)),
+            Err(MarkerRefused::StaleEpoch)
+        );
+        assert_eq!(committed(&g), None);
+        // The coordinator's abort after it bumped the epoch ends them.
+        assert_eq!(g.end_txn(marker(1, 3, false)), Ok(true));
+        assert_eq!(committed(&g), None);
+        assert!(g.pending_txn_partitions().is_empty());
+        assert_eq!(g.end_txn(marker(1, 3, false)), Ok(false), "a repeat");
     }
 }

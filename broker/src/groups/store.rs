@@ -34,6 +34,11 @@ pub struct GroupRecord {
     /// by its abort marker.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_txn: Vec<PendingTxnOffsets>,
+    /// Per producer id, the newest transaction coordinator epoch whose
+    /// marker reached the group: an older coordinator's marker is refused,
+    /// as a partition's producer state refuses it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marker_epochs: Vec<(i64, i32)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

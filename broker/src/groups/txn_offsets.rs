@@ -12,6 +12,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::Coordinators;
+use super::group::{MarkerRefused, TxnMarker};
 use super::store::OffsetRecord;
 
 fn code(e: ResponseError) -> i16 {
@@ -132,27 +133,27 @@ impl Coordinators {
     /// effect (commit) or are dropped (abort), on the volume before the
     /// answer. Without any, answered only once this coordinator confirmed
     /// it still coordinates: a deposed one's memory may lack them.
-    pub async fn end_group_txn(
-        &self,
-        group_id: &str,
-        producer_id: i64,
-        commit: bool,
-    ) -> Result<(), i16> {
+    pub async fn end_group_txn(&self, group_id: &str, marker: TxnMarker) -> Result<(), i16> {
         let slot = self.slot_for(group_id)?;
         let mut groups = slot.groups.lock().await;
         let Some(entry) = slot.entry(&mut groups, group_id, false).await? else {
             return slot.confirm().await;
         };
-        let before = entry.group.pending_txn.clone();
-        let offsets = entry.group.offsets.clone();
-        if !entry.group.end_txn(producer_id, commit) {
-            return slot.confirm().await;
+        let before = entry.group.txn_snapshot();
+        match entry.group.end_txn(marker) {
+            Ok(true) => {}
+            Ok(false) => return slot.confirm().await,
+            Err(MarkerRefused::ZombieCoordinator) => {
+                return Err(code(ResponseError::TransactionCoordinatorFenced));
+            }
+            Err(MarkerRefused::StaleEpoch) => {
+                return Err(code(ResponseError::InvalidProducerEpoch));
+            }
         }
         vfs::fault_point!(slot.vfs, "txn-offsets.marker-applied");
         let record = entry.group.record();
         if let Err(e) = slot.persist(entry, &record).await {
-            entry.group.pending_txn = before;
-            entry.group.offsets = offsets;
+            entry.group.restore_txn(before);
             return Err(e);
         }
         Ok(())
