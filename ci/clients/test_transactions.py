@@ -26,6 +26,13 @@ from kafka.protocol.admin.transactions import (
     DescribeTransactionsRequest,
     ListTransactionsRequest,
 )
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kaasproc import free_port, start  # noqa: E402
@@ -173,6 +180,64 @@ def test_operators_see_transactions_and_producers(broker):
     assert [a.producer_id for a in active] == [ours.producer_id]
     assert active[0].current_txn_start_offset == 0
     p.commit_transaction(30)
+
+
+def test_out_of_order_calls_get_kafkas_error_codes(broker):
+    """Transaction requests in an order no correct client sends, at the
+    versions librdkafka uses: Kafka's error codes, and the id still works
+    afterwards."""
+    create(broker.addr, "tx-ooo", partitions=1)
+    tid = "tx-ooo-1"
+    init = call(broker.addr, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000,
+                                                   producer_id=-1, producer_epoch=-1), 4)
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def end(commit, e=epoch):
+        return call(broker.addr, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=e,
+                                               committed=commit), 3).error_code
+
+    def offsets(group):
+        part = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="")
+        topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="tx-ooo", partitions=[part])
+        r = call(broker.addr, TxnOffsetCommitRequest(transactional_id=tid, group_id=group, producer_id=pid,
+                                                     producer_epoch=epoch, generation_id=-1, member_id="",
+                                                     group_instance_id=None, topics=[topic]), 3)
+        return r.topics[0].partitions[0].error_code
+
+    def add(partition=0):
+        topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="tx-ooo", partitions=[partition])
+        r = call(broker.addr, AddPartitionsToTxnRequest(
+            transactions=[], v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=[topic]), 3)
+        return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+    assert end(True) == 48, "INVALID_TXN_STATE: a commit without a transaction"
+    assert offsets("never-added") == 48, "INVALID_TXN_STATE: offsets for a group the transaction lacks"
+    assert add() == 0
+    assert offsets("never-added") == 48, "the group was not added"
+    assert end(True, epoch - 1 if epoch > 0 else 32767) in (47, 90), "an older epoch is fenced"
+    added = call(broker.addr, AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                                     group_id="g-ooo"), 3)
+    assert added.error_code == 0
+    assert offsets("g-ooo") == 0
+    assert end(True) == 0
+    # Right after the decision the markers may still be on their way.
+    assert add() in (0, 51), "CONCURRENT_TRANSACTIONS while the markers go out"
+    assert end(False) in (0, 51)
+    c = Consumer({"bootstrap.servers": broker.addr, "group.id": "g-ooo"})
+    deadline = time.monotonic() + 20
+    while c.committed([TopicPartition("tx-ooo", 0)], 10)[0].offset != 5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert c.committed([TopicPartition("tx-ooo", 0)], 10)[0].offset == 5
+    c.close()
+    # The id still works for a real producer.
+    p = producer(broker.addr, tid)
+    p.begin_transaction()
+    p.produce("tx-ooo", value="after")
+    p.commit_transaction(30)
+    assert read_all(broker.addr, "tx-ooo", 1, "read_committed") == ["after"]
 
 
 def test_kafka_python_transactions(broker):

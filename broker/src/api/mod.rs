@@ -444,9 +444,7 @@ impl Api {
                     .iter()
                     .map(|t| (&t.name, t.partitions.iter().map(|p| p.partition_index)));
                 let unknown = self.unknown_partitions(names).await;
-                ResponseKind::TxnOffsetCommit(
-                    self.coordinators.txn_offset_commit(r, &unknown).await,
-                )
+                ResponseKind::TxnOffsetCommit(self.txn_offset_commit(r, unknown).await)
             }
             RequestKind::DescribeTransactions(r) => {
                 ResponseKind::DescribeTransactions(self.describe_transactions(r).await)

@@ -5,7 +5,7 @@
 //! DescribeProducers to a partition's leader. The state machine is
 //! `crate::txn`; markers are `txn_markers`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -23,7 +23,8 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnResponse, DescribeProducersRequest, DescribeProducersResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
-    ListTransactionsResponse, ProducerId, TransactionalId,
+    ListTransactionsResponse, ProducerId, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -52,6 +53,26 @@ fn txn_id(id: &TransactionalId) -> &str {
 }
 
 impl Api {
+    /// TxnOffsetCommit, once the transaction's coordinator confirmed that
+    /// the group joined the open transaction (AddOffsetsToTxn): offsets for
+    /// a group the transaction did not add are INVALID_TXN_STATE, as with
+    /// KIP-890's verification in Kafka, and nothing is pending for them.
+    pub(super) async fn txn_offset_commit(
+        &self,
+        req: TxnOffsetCommitRequest,
+        unknown: BTreeSet<(String, i32)>,
+    ) -> TxnOffsetCommitResponse {
+        let (name, slot) = offsets_partition(req.group_id.as_str());
+        let producer = (req.producer_id.0, req.producer_epoch);
+        match self
+            .verify_joined(txn_id(&req.transactional_id), producer, (&name, slot))
+            .await
+        {
+            Ok(()) => self.coordinators.txn_offset_commit(req, &unknown).await,
+            Err(e) => groups::txn_offsets::refused(&req, e),
+        }
+    }
+
     /// InitProducerId for a transactional producer (the coordinator of its
     /// id answers).
     pub(super) async fn init_txn_producer_id(

@@ -263,6 +263,22 @@ impl Api {
         if log.in_transaction(producer_id, epoch).await {
             return Ok(());
         }
+        self.verify_joined(id, (producer_id, epoch), (name, partition))
+            .await?;
+        log.verified(producer_id, epoch);
+        Ok(())
+    }
+
+    /// Asks the coordinator of `id` whether `(name, partition)` joined the
+    /// producer's open transaction (AddPartitionsToTxn v4 verify_only when
+    /// another broker coordinates it). Coordinator trouble is the
+    /// retriable NOT_ENOUGH_REPLICAS.
+    pub(super) async fn verify_joined(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+        (name, partition): (&str, i32),
+    ) -> Result<(), i16> {
         let retriable = code(ResponseError::NotEnoughReplicas);
         let a = self.current().ok_or(retriable)?;
         let coordinator = a.coordinator(groups::slot_of(id)).ok_or(retriable)?.leader;
@@ -310,10 +326,7 @@ impl Api {
             }
         };
         match outcome {
-            Ok(()) => {
-                log.verified(producer_id, epoch);
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(e) if is_coordinator_trouble(e) => Err(retriable),
             Err(e) => Err(e),
         }

@@ -21,7 +21,7 @@ pub mod consumer;
 mod consumer_api;
 pub mod group;
 pub mod store;
-mod txn_offsets;
+pub(crate) mod txn_offsets;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -32,36 +32,7 @@ impl Coordinators {
         unknown: &BTreeSet<(String, i32)>,
     ) -> TxnOffsetCommitResponse {
         let outcome = self.pend_offsets(&req, unknown).await;
-        let topics = req
-            .topics
-            .iter()
-            .map(|t| {
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let key = (t.name.as_str().to_owned(), p.partition_index);
-                        let error = match &outcome {
-                            Err(e) => *e,
-                            Ok(()) if unknown.contains(&key) => {
-                                code(ResponseError::UnknownTopicOrPartition)
-                            }
-                            Ok(()) if too_long(&p.committed_metadata) => {
-                                code(ResponseError::OffsetMetadataTooLarge)
-                            }
-                            Ok(()) => 0,
-                        };
-                        TxnOffsetCommitResponsePartition::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(error)
-                    })
-                    .collect();
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(partitions)
-            })
-            .collect();
-        TxnOffsetCommitResponse::default().with_topics(topics)
+        answer(&req, outcome, unknown)
     }
 
     async fn pend_offsets(
@@ -158,6 +129,48 @@ impl Coordinators {
         }
         Ok(())
     }
+}
+
+/// Every partition of `req` answered `error`, nothing pending.
+pub fn refused(req: &TxnOffsetCommitRequest, error: i16) -> TxnOffsetCommitResponse {
+    answer(req, Err(error), &BTreeSet::new())
+}
+
+fn answer(
+    req: &TxnOffsetCommitRequest,
+    outcome: Result<(), i16>,
+    unknown: &BTreeSet<(String, i32)>,
+) -> TxnOffsetCommitResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let key = (t.name.as_str().to_owned(), p.partition_index);
+                    let error = match &outcome {
+                        Err(e) => *e,
+                        Ok(()) if unknown.contains(&key) => {
+                            code(ResponseError::UnknownTopicOrPartition)
+                        }
+                        Ok(()) if too_long(&p.committed_metadata) => {
+                            code(ResponseError::OffsetMetadataTooLarge)
+                        }
+                        Ok(()) => 0,
+                    };
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error)
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
 fn too_long(metadata: &Option<kafka_protocol::protocol::StrBytes>) -> bool {
