@@ -3,7 +3,7 @@ same run: see the module docs of each phase below and README.md.
 
 Run: bash ci/bench/run            (all phases)
      bash ci/bench/run produce    (some phases: bounds produce latency e2e
-                                   failover sim)
+                                   txn failover sim)
 
 Clients: confluent-kafka (librdkafka) from Python, one process per producer.
 Every figure is printed next to its bound; absolute numbers on a shared
@@ -253,6 +253,93 @@ def consume(bootstrap, topic, partitions, size, expect):
     return {"msgs": got / secs, "mbps": got * size / 1e6 / secs, "got": got}
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (all threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def txn_process(bootstrap, topic, partitions, txns, per_txn, size, out):
+    """`txns` transactions of `per_txn` records spread over `partitions`
+    partitions, each committed before the next begins (as an exactly-once
+    loop does); the client's own CPU time next to the wall time."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5,
+                  "queue.buffering.max.messages": 1000000})
+    p.init_transactions(30)
+    payload = b"x" * size
+
+    def one():
+        p.begin_transaction()
+        for i in range(per_txn):
+            while True:
+                try:
+                    p.produce(topic, payload, partition=i % partitions)
+                    break
+                except BufferError:
+                    p.poll(0.005)
+        p.commit_transaction(60)
+
+    for _ in range(3):
+        one()
+    cpu, start = time.process_time(), time.perf_counter()
+    for _ in range(txns):
+        one()
+    out.put((time.perf_counter() - start, time.process_time() - cpu))
+
+
+def transactions(cluster, txns, per_txn=100, size=1024):
+    """Transactions per second for 1 and 8 partitions per transaction,
+    next to the same records from an idempotent non-transactional producer,
+    and read_committed next to read_uncommitted consume; broker and client
+    CPU seconds say who the bottleneck is."""
+    broker = cluster.procs[0].pid
+    rows = []
+    for partitions in (1, 8):
+        for kind in ("transactional", "idempotent"):
+            topic = f"tx-{kind}-{partitions}"
+            cluster.create(topic, partitions)
+            say(f"transactions: {kind}, {txns} x {per_txn} records of {size} B over {partitions} partition(s)")
+            b0 = cpu_seconds(broker)
+            if kind == "transactional":
+                q = mp.Queue()
+                pr = mp.Process(target=txn_process, args=(cluster.bootstrap, topic, partitions, txns, per_txn, size, q))
+                pr.start()
+                secs, client_cpu = q.get()
+                pr.join()
+            else:
+                t0 = time.perf_counter()
+                r = produce(cluster.bootstrap, topic, size, partitions, 1,
+                            {"linger.ms": 5, "enable.idempotence": True, "queue.buffering.max.messages": 1000000},
+                            count=txns * per_txn)
+                secs, client_cpu = time.perf_counter() - t0, None
+            broker_cpu = cpu_seconds(broker) - b0
+            records = txns * per_txn
+            row = {"kind": kind, "partitions": partitions, "per_txn": per_txn, "txns": txns if kind == "transactional" else None,
+                   "secs": secs, "records_s": records / secs, "mbps": records * size / 1e6 / secs,
+                   "txns_s": txns / secs if kind == "transactional" else None,
+                   "broker_cpu": broker_cpu, "client_cpu": client_cpu}
+            if kind == "idempotent":
+                row["records_s"], row["mbps"] = r["msgs"], r["mbps"]
+            for isolation in ("read_committed", "read_uncommitted"):
+                c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"bench-{topic}-{isolation}",
+                              "enable.auto.commit": False, "isolation.level": isolation,
+                              "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 8388608})
+                c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+                got, idle, start = 0, 0, time.perf_counter()
+                while got < records and idle < 3:
+                    batch = c.consume(10000, timeout=2)
+                    idle = 0 if batch else idle + 1
+                    got += sum(1 for m in batch if m.error() is None)
+                row[isolation] = got / (time.perf_counter() - start)
+                row[f"{isolation}_got"] = got
+                c.close()
+            rows.append(row)
+            say(f"  {row['records_s']:,.0f} records/s" + (f", {row['txns_s']:,.1f} txns/s" if row["txns_s"] else "")
+                + f", broker CPU {broker_cpu:.2f} s over {secs:.2f} s; read_committed {row['read_committed']:,.0f}/s")
+    return rows
+
+
 def end_to_end(bootstrap, topic, rate=2000, seconds=8, size=100):
     """Producer timestamps each message; a consumer on the same host
     measures arrival minus send."""
@@ -419,7 +506,7 @@ def plot(curves, fsync_ms, path):
 
 
 def main():
-    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "failover", "sim"}
+    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "txn", "failover", "sim"}
     os.makedirs(OUT, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = {"machine": machine(), "started": stamp, "messages": MESSAGES}
@@ -507,6 +594,14 @@ def main():
                 c.create("e2e", 1)
                 say("end-to-end latency: 2,000 msgs/s for 8 s, linger.ms=0")
                 results["e2e"] = end_to_end(c.bootstrap, "e2e")
+            finally:
+                c.stop()
+
+        if "txn" in phases:
+            os.makedirs(os.path.join(disk, "txn"), exist_ok=True)
+            c = Cluster(os.path.join(disk, "txn"), n=1)
+            try:
+                results["txn"] = transactions(c, txns=int(os.environ.get("KAAS_BENCH_TXNS", "300")))
             finally:
                 c.stop()
 
@@ -600,6 +695,22 @@ def render(r):
         e = r["e2e"]
         lines += [f"End-to-end (produce acks=all to consumer receipt, {e['rate']:,} msgs/s, {e['n']:,} messages): "
                   f"p50 {e['p50']:.1f} ms, p99 {e['p99']:.1f} ms, p99.9 {e['p999']:.1f} ms.", ""]
+    if "txn" in r:
+        lines += ["Transactions (confluent-kafka, one producer committing each transaction before the next, 1 KB "
+                  "records, one broker, disk) next to the same records from an idempotent producer in the same run; "
+                  "consume throughput read_committed and read_uncommitted; CPU seconds of the broker and of the "
+                  "client process over the produce phase (against its wall time: a side near its wall time is the "
+                  "bottleneck, neither means round trips and fsyncs are):",
+                  "",
+                  "| producer | partitions per txn | records per txn | txns/s | records/s | MB/s | broker CPU s | client CPU s | wall s | read_committed records/s | read_uncommitted records/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for x in r["txn"]:
+            txns = f"{x['txns_s']:,.1f}" if x["txns_s"] else "-"
+            client = f"{x['client_cpu']:.2f}" if x["client_cpu"] is not None else "-"
+            lines.append(f"| {x['kind']} | {x['partitions']} | {x['per_txn'] if x['kind'] == 'transactional' else '-'} | "
+                         f"{txns} | {x['records_s']:,.0f} | {x['mbps']:.1f} | {x['broker_cpu']:.2f} | {client} | "
+                         f"{x['secs']:.2f} | {x['read_committed']:,.0f} | {x['read_uncommitted']:,.0f} |")
+        lines.append("")
     for how, label in (("kill", "kill -9 of the leader"), ("term", "controlled shutdown (SIGTERM) of the leader")):
         k = f"failover_{how}"
         if k in r:
