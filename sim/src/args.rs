@@ -50,6 +50,12 @@ pub struct Args {
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultSet>,
 
+    /// Draw every seed's world as one kind of swarm world (see
+    /// `sim::swarm`: calm, lost-replies, ..., txn-zombies, or mix), its
+    /// settings still drawn from the seed: how one kind of world is swept.
+    #[arg(long, conflicts_with = "faults", value_parser = parse_world)]
+    pub world: Option<String>,
+
     /// Aim fault points, in every seed: `point#k,...` crashes or freezes
     /// the broker that reaches `point` for the k-th time (and the 2k-th, 4k-th, ...), as a
     /// swarm world that aims at it does (see `sim::swarm::POINTS`). How a
@@ -143,6 +149,15 @@ fn parse_faults(s: &str) -> Result<FaultSet, String> {
                 })
         })
         .collect()
+}
+
+fn parse_world(s: &str) -> Result<String, String> {
+    let names = crate::swarm::world_names();
+    if names.contains(&s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("unknown world {s:?}; one of {}", names.join(", ")))
+    }
 }
 
 /// Fault points to aim at (`--aim`), each with the reach that acts.

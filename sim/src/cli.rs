@@ -9,6 +9,7 @@ use clap::Parser;
 use crate::args::{Args, FAULT_KINDS, FaultSet};
 use crate::checker::Invariant;
 use crate::harness::{self, Options, Report};
+use crate::swarm;
 
 pub fn main() -> ExitCode {
     let args = Args::parse();
@@ -18,9 +19,10 @@ pub fn main() -> ExitCode {
     }
     let seeds = args.seed_range();
     let total = seeds.end - seeds.start;
-    let faults = match &args.faults {
-        None => "swarm".to_owned(),
-        Some(f) => fault_list(f),
+    let faults = match (&args.faults, &args.world) {
+        (Some(f), _) => fault_list(f),
+        (None, Some(w)) => format!("swarm({w})"),
+        (None, None) => "swarm".to_owned(),
     };
     println!(
         "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
@@ -170,9 +172,13 @@ fn print_coverage(
 /// `--check-determinism`.
 fn run_seed(args: &Args, seed: u64) -> Report {
     let duration = Duration::from_secs(args.duration_secs());
-    let mut opts = match &args.faults {
-        Some(f) => Options::with_faults(seed, args.brokers, duration, f.clone()),
-        None => Options::swarm(seed, args.brokers, duration),
+    let mut opts = match (&args.faults, &args.world) {
+        (Some(f), _) => Options::with_faults(seed, args.brokers, duration, f.clone()),
+        (None, Some(w)) => {
+            let profile = swarm::draw_in(seed, w).expect("--world is checked when parsed");
+            Options::in_world(profile, seed, args.brokers, duration)
+        }
+        (None, None) => Options::swarm(seed, args.brokers, duration),
     };
     if let Some(aims) = &args.aim {
         opts.points.focus = aims.0.clone();
@@ -334,6 +340,9 @@ fn replay(args: &Args, seed: u64) -> String {
     );
     if let Some(f) = &args.faults {
         cmd.push_str(&format!(" --faults {}", fault_list(f)));
+    }
+    if let Some(w) = &args.world {
+        cmd.push_str(&format!(" --world {w}"));
     }
     if let Some(aims) = &args.aim {
         let aims: Vec<String> = aims.0.iter().map(|(p, k)| format!("{p}#{k}")).collect();

@@ -250,6 +250,9 @@ fn act(
         // client's 30 s request timeout.
         return Act::Freeze(Duration::from_millis(rng.gen_range(12_000..25_000)));
     }
+    if !rates.within.is_empty() && !rates.within.contains(&name) {
+        return Act::Nothing;
+    }
     let roll: f64 = rng.r#gen();
     // Outside the aimed points too, one broker held at a time.
     let held = frozen.any_held();

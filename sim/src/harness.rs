@@ -118,7 +118,11 @@ impl Options {
 
     /// A run in the world `seed` draws (see `swarm`).
     pub fn swarm(seed: u64, brokers: u32, duration: Duration) -> Self {
-        let profile = swarm::draw(seed);
+        Self::in_world(swarm::draw(seed), seed, brokers, duration)
+    }
+
+    /// A run in `profile`'s world.
+    pub fn in_world(profile: swarm::Profile, seed: u64, brokers: u32, duration: Duration) -> Self {
         Self {
             nfs: profile.nfs,
             pace: profile.pace,

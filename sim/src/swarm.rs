@@ -65,6 +65,10 @@ pub struct PointRates {
     /// that the aimed acts fall while the workload runs, not all during
     /// the first takeovers at boot.
     pub aim_after_ms: u64,
+    /// The only points the random acts (delay, pause, freeze, crash) act
+    /// at, when not empty: a world that hammers one protocol's steps
+    /// without slowing every other one.
+    pub within: Vec<&'static str>,
 }
 
 /// Every fault point in the broker and `vfs::durable` (a test checks this
@@ -110,6 +114,7 @@ pub const POINTS: &[&str] = &[
     "txn-complete.markers-written",
     "txn-end.prepared",
     "txn-load.read",
+    "txn-markers.collected",
     "txn-markers.sending",
     "txn-offsets.marker-applied",
     "txn-save.decided",
@@ -188,6 +193,7 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "txn-save.decided",
             "txn-save.written",
             "txn-end.prepared",
+            "txn-markers.collected",
             "txn-markers.sending",
             "txn-complete.markers-written",
             "txn-offsets.marker-applied",
@@ -238,6 +244,17 @@ fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     points
 }
 
+/// The transaction coordinator's own steps (the family without the
+/// partition flush it shares with produce).
+fn transaction_steps() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|(f, _)| *f == "transactions")
+        .flat_map(|(_, steps)| steps.iter().copied())
+        .filter(|p| p.starts_with("txn-"))
+        .collect()
+}
+
 /// When reaches of aimed-at points start to count: most worlds aim at the
 /// workload's steady state (2 to 30 s in), one in four at the cold start,
 /// where every broker claims the first controller epoch and takes its
@@ -283,13 +300,12 @@ const WORLDS: &[(&str, u32)] = &[
     ("writeback-storm", 5),
     ("clock-jumps", 4),
     ("crash-points", 10),
+    ("txn-zombies", 8),
 ];
 
 /// The profile of `seed`.
 pub fn draw(seed: u64) -> Profile {
-    // A stream of its own: the runtime's RNG starts from the seed too, and
-    // the two must not be correlated.
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5757_4152_4d5f_6b61);
+    let mut rng = world_rng(seed);
     let mut roll = rng.gen_range(0..100);
     for (world, weight) in WORLDS {
         if roll < *weight {
@@ -298,6 +314,29 @@ pub fn draw(seed: u64) -> Profile {
         roll -= weight;
     }
     mix(&mut rng)
+}
+
+/// The world's own stream: the runtime's RNG starts from the seed too,
+/// and the two must not be correlated.
+fn world_rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x5757_4152_4d5f_6b61)
+}
+
+/// The names `--world` takes: every named world, and `mix`.
+pub fn world_names() -> Vec<&'static str> {
+    WORLDS.iter().map(|(w, _)| *w).chain(["mix"]).collect()
+}
+
+/// The profile of `seed` in the world `name` (one of [`world_names`]),
+/// whatever world the seed would draw: how one kind of world is swept.
+pub fn draw_in(seed: u64, name: &str) -> Option<Profile> {
+    let mut rng = world_rng(seed);
+    let _ = rng.gen_range(0..100);
+    if name == "mix" {
+        return Some(mix(&mut rng));
+    }
+    let world = WORLDS.iter().find(|(w, _)| *w == name)?.0;
+    Some(named(world, &mut rng))
 }
 
 fn set(kinds: &[&'static str]) -> FaultSet {
@@ -362,6 +401,23 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             };
             set(&["clock"])
         }
+        "txn-zombies" => {
+            // Transaction coordinators held, frozen past a session timeout
+            // or crashed between the steps of a transaction's end, and
+            // nowhere else: a deposed coordinator's markers arriving after
+            // its successor finished the transaction and the producer
+            // began its next one; two marker passes over one transaction.
+            points = PointRates {
+                delay: rng.gen_range(0.1..0.4),
+                delay_max_ms: rng.gen_range(200..2_000),
+                pause: rng.gen_range(0.03..0.15),
+                crash: rng.gen_range(0.0..0.01),
+                max_crashes: rng.gen_range(1..3),
+                within: transaction_steps(),
+                ..PointRates::default()
+            };
+            set(&[])
+        }
         _ => {
             // crash-points: brokers die inside their own volume changes.
             points = PointRates {
@@ -372,6 +428,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 max_crashes: rng.gen_range(2..6),
                 focus: focus(rng),
                 aim_after_ms: aim_after(rng),
+                within: Vec::new(),
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -380,7 +437,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
     // Half the one-fault worlds also aim at protocol steps (and only
     // there): a lost reply to a controller claim's create, or a write-back
     // storm, where an election or a takeover is going on.
-    if !matches!(world, "calm" | "crash-points") && rng.gen_bool(0.5) {
+    if !matches!(world, "calm" | "crash-points" | "txn-zombies") && rng.gen_bool(0.5) {
         points = PointRates {
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
@@ -459,6 +516,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
             aim_after_ms: aim_after(rng),
+            within: Vec::new(),
         }
     } else {
         PointRates::default()
@@ -529,6 +587,9 @@ impl Profile {
                 " points[delay={:.3}<{}ms pause={:.3} crash={:.4}x{}",
                 r.delay, r.delay_max_ms, r.pause, r.crash, r.max_crashes
             );
+            if !r.within.is_empty() {
+                let _ = write!(s, " within={}", r.within.join(","));
+            }
             if !r.focus.is_empty() {
                 let aims: Vec<String> = r.focus.iter().map(|(p, k)| format!("{p}#{k}")).collect();
                 let _ = write!(

@@ -59,7 +59,13 @@ impl Api {
             } else {
                 woken.await;
             }
-            for p in self.coordinators.txns_to_finish().await {
+            let prepared = self.coordinators.txns_to_finish().await;
+            if !prepared.is_empty() {
+                // A pass held here while another pass completes what it
+                // collected must not write those markers again.
+                vfs::fault_point!(self.vfs, "txn-markers.collected");
+            }
+            for p in prepared {
                 let id = p.record.transactional_id.clone();
                 if !lock(&self.finishing).insert(id.clone()) {
                     continue;
