@@ -146,6 +146,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         max_crashes: 2,
         focus: Vec::new(),
         aim_after_ms: 0,
+        within: Vec::new(),
     };
     let a = harness::run(&o);
     let b = harness::run(&o);
