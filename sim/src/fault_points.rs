@@ -268,7 +268,8 @@ fn act(
         // Half the holds freeze the whole broker past a session timeout
         // (10 s), so that a successor takes over meanwhile.
         if rng.gen_bool(0.5) && stats.lock().freezes < MAX_FREEZES && !held {
-            return Act::Freeze(Duration::from_millis(rng.gen_range(8_000..20_000)));
+            let (min, max) = rates.freeze_ms.unwrap_or((8_000, 20_000));
+            return Act::Freeze(Duration::from_millis(rng.gen_range(min..max)));
         }
         return Act::Pause(Duration::from_millis(rng.gen_range(1_000..8_000)));
     }

@@ -69,6 +69,8 @@ pub struct PointRates {
     /// at, when not empty: a world that hammers one protocol's steps
     /// without slowing every other one.
     pub within: Vec<&'static str>,
+    /// How long the random freezes last, in ms, when not 8 to 20 s.
+    pub freeze_ms: Option<(u64, u64)>,
 }
 
 /// Every fault point in the broker and `vfs::durable` (a test checks this
@@ -414,6 +416,9 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 crash: rng.gen_range(0.0..0.01),
                 max_crashes: rng.gen_range(1..3),
                 within: transaction_steps(),
+                // Long enough for a successor to take the slot over, end
+                // the transaction and see the producer begin its next one.
+                freeze_ms: Some((14_000, 26_000)),
                 ..PointRates::default()
             };
             set(&[])
@@ -429,6 +434,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 focus: focus(rng),
                 aim_after_ms: aim_after(rng),
                 within: Vec::new(),
+                freeze_ms: None,
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -517,6 +523,7 @@ fn mix(rng: &mut ChaCha8Rng) -> Profile {
             focus: focus(rng),
             aim_after_ms: aim_after(rng),
             within: Vec::new(),
+            freeze_ms: None,
         }
     } else {
         PointRates::default()

@@ -62,6 +62,10 @@ fn coordinator_trouble(code: i16) -> bool {
     )
 }
 
+/// The transactional id only transactor 1 uses: nothing but its own
+/// InitProducerIds may fence it.
+pub const EXCLUSIVE_ID: &str = "sim-txn-b";
+
 /// The transactional ids: transactor 0 always uses the first; transactor 1
 /// uses it one time in four (fencing transactor 0 and being fenced by it),
 /// its own otherwise.
@@ -69,7 +73,7 @@ fn pick_id(index: u32) -> &'static str {
     if index == 0 || madsim::rand::thread_rng().gen_ratio(1, 4) {
         "sim-txn"
     } else {
-        "sim-txn-b"
+        EXCLUSIVE_ID
     }
 }
 
@@ -79,6 +83,21 @@ struct Txp {
     pid: i64,
     epoch: i16,
     seq: BTreeMap<i32, i32>,
+}
+
+/// How a transaction ended, for what the producer does next.
+enum Ended {
+    Clean,
+    /// Refused with this error code.
+    Refused(i16),
+    /// Abandoned, or an answer never came.
+    Unclean,
+}
+
+/// Error codes after which a Kafka client needs a new producer (fatal):
+/// PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING.
+fn fatal(code: i16) -> bool {
+    matches!(code, 90 | 49)
 }
 
 /// Transactions on [`TXN_TOPIC`] until `until`.
@@ -91,45 +110,79 @@ pub async fn transactor(mut s: Session, index: u32, until: Duration) {
     }
     let mut offset = 0i64;
     let mut n = 0u64;
-    let mut p: Option<Txp> = None;
+    let mut next = Next::Fresh;
+    // Ids a fresh InitProducerId of this client went unanswered for: it
+    // may still take effect and fence this client's later epochs.
+    let mut unanswered = BTreeSet::new();
     while s.now() < until {
-        let mut txp = match p.take() {
-            Some(t) => t,
-            None => match init(&mut s, pick_id(index), until).await {
-                Some(t) => t,
-                None => continue,
+        let mut txp = match std::mem::replace(&mut next, Next::Fresh) {
+            Next::Continue(t) => t,
+            Next::Fresh => match init(&mut s, pick_id(index), None, until, &mut unanswered).await {
+                Init::Ready(t) => t,
+                Init::Fenced | Init::GaveUp => continue,
             },
+            Next::Bump(old) => {
+                let own = old.id == EXCLUSIVE_ID && !unanswered.contains(old.id);
+                match init(&mut s, old.id, Some(&old), until, &mut unanswered).await {
+                    Init::Ready(t) => t,
+                    Init::Fenced => {
+                        s.history.record(
+                            s.now(),
+                            Event::TxnBumpFenced {
+                                client: s.name.clone(),
+                                transactional_id: old.id.to_owned(),
+                                producer: (old.pid, old.epoch),
+                                own,
+                            },
+                        );
+                        continue;
+                    }
+                    Init::GaveUp => continue,
+                }
+            }
         };
         let label = format!("{}-{n}", s.name);
         n += 1;
-        let (ended, fenced) = one_transaction(&mut s, &mut txp, &label, index, &mut offset).await;
-        // After anything but a clean end the producer starts over (Kafka's
-        // clients do after a fatal or abortable error they cannot resolve):
-        // a new InitProducerId aborts whatever is left open.
-        if ended && !fenced {
-            p = Some(txp);
-        }
+        let ended = one_transaction(&mut s, &mut txp, &label, index, &mut offset).await;
+        // As Kafka's clients: after a clean end the producer goes on;
+        // after a fatal error a new producer starts over (its
+        // InitProducerId aborts whatever is left open); after anything
+        // else the producer bumps its own epoch (KIP-360), which aborts
+        // the open transaction, or claims the epoch its timed-out
+        // transaction was aborted under (KIP-588).
+        next = match ended {
+            Ended::Clean => Next::Continue(txp),
+            Ended::Refused(c) if fatal(c) => Next::Fresh,
+            Ended::Refused(_) | Ended::Unclean => Next::Bump(txp),
+        };
         let pause = madsim::rand::thread_rng().gen_range(10..200);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 
+/// What the producer does before its next transaction.
+enum Next {
+    Continue(Txp),
+    Fresh,
+    Bump(Txp),
+}
+
 /// One transaction: partitions added, a record written to each, offsets
-/// sent half the time, then committed, aborted or abandoned. `(ended
-/// cleanly, fenced)`.
+/// sent half the time, then committed, aborted or abandoned.
 async fn one_transaction(
     s: &mut Session,
     txp: &mut Txp,
     label: &str,
     index: u32,
     offset: &mut i64,
-) -> (bool, bool) {
+) -> Ended {
     let count = madsim::rand::thread_rng().gen_range(1..=TXN_PARTITIONS);
     let first = madsim::rand::thread_rng().gen_range(0..TXN_PARTITIONS);
     let partitions: Vec<i32> = (0..count).map(|k| (first + k) % TXN_PARTITIONS).collect();
-    let code = s.add_partitions(txp, &partitions).await;
-    if code != Some(0) {
-        return (false, code.is_some_and(|c| !coordinator_trouble(c)));
+    match s.add_partitions(txp, &partitions).await {
+        Some(0) => {}
+        Some(c) if !coordinator_trouble(c) => return Ended::Refused(c),
+        _ => return Ended::Unclean,
     }
     s.transactional_id = Some(txp.id.to_owned());
     for &partition in &partitions {
@@ -159,8 +212,10 @@ async fn one_transaction(
             (seq, sent),
             &outcome,
         );
-        if !matches!(outcome, Outcome::Acked { .. }) {
-            return (false, true);
+        match outcome {
+            Outcome::Acked { .. } => {}
+            Outcome::Refused(c) => return Ended::Refused(c),
+            _ => return Ended::Unclean,
         }
     }
     if madsim::rand::thread_rng().gen_ratio(1, 25) {
@@ -174,12 +229,18 @@ async fn one_transaction(
         if s.send_offsets(txp, index as i32, *offset).await {
             offsets.push((index as i32, *offset));
         } else {
-            return (false, true);
+            return Ended::Unclean;
         }
     }
     let roll = madsim::rand::thread_rng().gen_range(0..20);
     if roll == 0 {
-        return (false, false); // abandoned: the coordinator aborts it
+        // Abandoned: half the time long enough for the coordinator to
+        // abort it (the producer then claims the bumped epoch, KIP-588).
+        if madsim::rand::thread_rng().gen_bool(0.5) {
+            let ms = u64::try_from(TXN_TIMEOUT_MS).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms + 1_500)).await;
+        }
+        return Ended::Unclean;
     }
     let commit = roll > 4;
     let sent = s.now();
@@ -196,10 +257,11 @@ async fn one_transaction(
             outcome: outcome.clone(),
         },
     );
-    (
-        matches!(outcome, Outcome::Acked { .. }),
-        matches!(outcome, Outcome::Refused(_)),
-    )
+    match outcome {
+        Outcome::Acked { .. } => Ended::Clean,
+        Outcome::Refused(c) => Ended::Refused(c),
+        _ => Ended::Unclean,
+    }
 }
 
 /// A misbehaving client's write to a partition it did not add to its
@@ -264,15 +326,32 @@ fn record_write(
     );
 }
 
-/// InitProducerId for `id`, at its coordinator.
-async fn init(s: &mut Session, id: &'static str, until: Duration) -> Option<Txp> {
+/// What an InitProducerId came to.
+enum Init {
+    Ready(Txp),
+    /// PRODUCER_FENCED to a bump of `from`'s epoch.
+    Fenced,
+    GaveUp,
+}
+
+/// InitProducerId for `id`, at its coordinator: a new producer, or (with
+/// `from`) a bump of `from`'s own epoch (KIP-360). A fresh request that
+/// went unanswered marks `id` in `unanswered`.
+async fn init(
+    s: &mut Session,
+    id: &'static str,
+    from: Option<&Txp>,
+    until: Duration,
+    unanswered: &mut BTreeSet<&'static str>,
+) -> Init {
+    let (pid, epoch) = from.map_or((-1, -1), |t| (t.pid, t.epoch));
     while s.now() < until + Duration::from_secs(10) {
         if let Some(to) = s.txn_coordinator(id).await {
             let req = InitProducerIdRequest::default()
                 .with_transactional_id(Some(TransactionalId(text(id))))
                 .with_transaction_timeout_ms(TXN_TIMEOUT_MS)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1);
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch);
             match s
                 .client
                 .call(
@@ -289,15 +368,22 @@ async fn init(s: &mut Session, id: &'static str, until: Duration) -> Option<Txp>
                         Event::TxnInit {
                             client: s.name.clone(),
                             transactional_id: id.to_owned(),
+                            from: from.map(|t| (t.pid, t.epoch)),
                             producer: (r.producer_id.0, r.producer_epoch),
                         },
                     );
-                    return Some(Txp {
+                    return Init::Ready(Txp {
                         id,
                         pid: r.producer_id.0,
                         epoch: r.producer_epoch,
                         seq: BTreeMap::new(),
                     });
+                }
+                Ok(ResponseKind::InitProducerId(r)) if from.is_some() && r.error_code == 90 => {
+                    return Init::Fenced;
+                }
+                Err(_) if from.is_none() => {
+                    unanswered.insert(id);
                 }
                 other => {
                     tracing::debug!(client = %s.name, ?other, "transactional InitProducerId");
@@ -306,7 +392,7 @@ async fn init(s: &mut Session, id: &'static str, until: Duration) -> Option<Txp>
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    None
+    Init::GaveUp
 }
 
 impl Session {

@@ -194,7 +194,18 @@ pub enum Event {
     TxnInit {
         client: String,
         transactional_id: String,
+        /// The producer it bumped (KIP-360), or none for a new producer.
+        from: Option<(i64, i16)>,
         producer: (i64, i16),
+    },
+    /// PRODUCER_FENCED to a producer's bump of its own epoch (KIP-360);
+    /// `own`: the id has no other producer and no unanswered
+    /// InitProducerId of its client that could have fenced it.
+    TxnBumpFenced {
+        client: String,
+        transactional_id: String,
+        producer: (i64, i16),
+        own: bool,
     },
     /// A write of transaction `label` (sent at `sent`, as `producer`);
     /// `joined`: to a partition added to the transaction (else a
@@ -367,8 +378,23 @@ pub fn describe(e: &Event) -> String {
         Event::TxnInit {
             client,
             transactional_id,
+            from: None,
             producer,
         } => format!("{client} init {transactional_id} -> producer {producer:?}"),
+        Event::TxnInit {
+            client,
+            transactional_id,
+            from: Some(from),
+            producer,
+        } => format!("{client} bump {transactional_id} {from:?} -> producer {producer:?}"),
+        Event::TxnBumpFenced {
+            client,
+            transactional_id,
+            producer,
+            own,
+        } => format!(
+            "{client} bump of {transactional_id} as {producer:?} -> PRODUCER_FENCED (only producer: {own})"
+        ),
         Event::TxnWrite {
             client,
             label,

@@ -147,6 +147,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         focus: Vec::new(),
         aim_after_ms: 0,
         within: Vec::new(),
+        freeze_ms: None,
     };
     let a = harness::run(&o);
     let b = harness::run(&o);

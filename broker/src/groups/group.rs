@@ -6,6 +6,7 @@
 //! empties and on every offset commit, and drives timeouts with `tick`.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -337,24 +338,23 @@ impl Group {
         if newest.is_some_and(|e| coordinator_epoch < e) {
             return Err(MarkerRefused::ZombieCoordinator);
         }
-        match self.pending_txn.get(&producer_id) {
-            Some((epoch, _)) if producer_epoch < *epoch => Err(MarkerRefused::StaleEpoch),
-            Some(_) => {
-                if let Some((_, offsets)) = self.pending_txn.remove(&producer_id) {
-                    if commit {
-                        self.offsets.extend(offsets);
-                    }
+        match self.pending_txn.entry(producer_id) {
+            Entry::Occupied(p) if producer_epoch < p.get().0 => Err(MarkerRefused::StaleEpoch),
+            Entry::Occupied(p) => {
+                let (_, offsets) = p.remove();
+                if commit {
+                    self.offsets.extend(offsets);
                 }
                 self.marker_epochs.insert(producer_id, coordinator_epoch);
                 Ok(true)
             }
             // Nothing pending, but a newer coordinator: remembered, so that
             // its predecessor's late marker cannot end a later transaction.
-            None if newest.is_none_or(|e| coordinator_epoch > e) => {
+            Entry::Vacant(_) if newest.is_none_or(|e| coordinator_epoch > e) => {
                 self.marker_epochs.insert(producer_id, coordinator_epoch);
                 Ok(true)
             }
-            None => Ok(false),
+            Entry::Vacant(_) => Ok(false),
         }
     }
 

@@ -204,24 +204,46 @@ impl Coordinators {
             }
             Some(e) => e.record.clone(),
         };
-        if let Some((pid, epoch)) = expected {
-            // KIP-360: a producer that lost its epoch asks to bump it; only
-            // the current one may.
-            if (pid, epoch) != (record.producer_id, record.producer_epoch) {
-                return Err(code(ResponseError::ProducerFenced));
+        // KIP-360: a producer that names its producer id and epoch asks
+        // to bump its own epoch; only the current one may, or the one the
+        // last bump left that right (its first answer was lost, or its
+        // transaction timed out: KIP-588), which gets the bumped epoch
+        // itself once nothing is left to abort.
+        let claims_last = match expected {
+            None => false,
+            Some((pid, epoch)) if pid == record.producer_id => {
+                if epoch == record.producer_epoch {
+                    false
+                } else if epoch >= 0 && epoch == record.last_producer_epoch {
+                    true
+                } else {
+                    return Err(code(ResponseError::ProducerFenced));
+                }
             }
-        }
+            Some(_) => return Err(code(ResponseError::ProducerFenced)),
+        };
         match record.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
                 return Err(code(ResponseError::ConcurrentTransactions));
             }
+            // The bumped epoch opened a transaction: whoever names the
+            // epoch before it is not the producer that holds it.
+            TxnState::Ongoing if claims_last => {
+                return Err(code(ResponseError::ProducerFenced));
+            }
             TxnState::Ongoing => {
-                record.abort_and_fence(now_ms);
-                slot.persist_txn(&mut txns, record).await?;
+                record.abort_and_fence(now_ms, expected.is_some());
+                let persisted = slot.persist_txn(&mut txns, record).await;
                 self.txn_decided.notify_one();
+                persisted?;
                 return Err(code(ResponseError::ConcurrentTransactions));
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {}
+        }
+        if claims_last {
+            drop(txns);
+            slot.confirm().await?;
+            return Ok((record.producer_id, record.producer_epoch));
         }
         if record.producer_epoch >= i16::MAX - 1 {
             record.producer_id = new_producer_id()
@@ -231,6 +253,10 @@ impl Coordinators {
         } else {
             record.producer_epoch += 1;
         }
+        record.last_producer_epoch = match expected {
+            Some((pid, epoch)) if pid == record.producer_id => epoch,
+            _ => -1,
+        };
         record.timeout_ms = timeout_ms;
         record.state = TxnState::Empty;
         record.partitions.clear();
@@ -273,10 +299,13 @@ impl Coordinators {
         record.check_producer(producer_id, epoch)?;
         let changed = change(&mut record, now_ms)?;
         if changed {
-            slot.persist_txn(&mut txns, record).await?;
-            // An open transaction has a timeout to watch (the marker
-            // writer's timer runs only while one exists).
+            let persisted = slot.persist_txn(&mut txns, record).await;
+            // An open transaction has a timeout to watch, a prepared one
+            // its markers (the marker writer's timer runs only while one
+            // exists): also when the write's confirmation failed, since
+            // the state is on the volume and in the slot all the same.
             self.txn_decided.notify_one();
+            persisted?;
         } else {
             slot.confirm().await?;
         }
@@ -336,7 +365,7 @@ impl Coordinators {
                 .collect();
             for mut r in expired {
                 tracing::info!(transactional_id = %r.transactional_id, producer_id = r.producer_id, "transaction timed out: aborting it");
-                r.abort_and_fence(self.config.clock.now_ms());
+                r.abort_and_fence(self.config.clock.now_ms(), true);
                 if slot.persist_txn(&mut txns, r).await.is_err() {
                     break;
                 }
@@ -350,6 +379,8 @@ impl Coordinators {
                     record: e.record.clone(),
                 })
                 .collect();
+            // The clients of the slot need not wait for the look below.
+            drop(txns);
             // Markers go out only for decisions this epoch still stands
             // behind by a fresh look made after every write of them: a
             // coordinator deposed while it was held (its timeout's abort
@@ -383,35 +414,35 @@ impl Coordinators {
     /// producer's next transaction began on a partition (same producer id
     /// and epoch) and end that one too.
     pub async fn still_prepared(&self, p: &Prepared) -> bool {
-        let Ok(slot) = self.txn_slot(&p.record.transactional_id) else {
+        let Ok(slot) = self.slot_of_prepared(p) else {
             return false;
         };
-        if slot.epoch != p.coordinator_epoch {
-            return false;
-        }
         let txns = slot.txns.lock().await;
-        txns.get(&p.record.transactional_id)
-            .is_some_and(|e| e.record == p.record)
+        is_current(&txns, p)
     }
 
     /// Every marker of `done` was written: the transaction is complete, if
     /// it is still the one that was prepared.
     pub async fn txn_completed(&self, done: &Prepared) -> Result<(), i16> {
-        let slot = self.txn_slot(&done.record.transactional_id)?;
-        if slot.epoch != done.coordinator_epoch {
-            return Err(code(ResponseError::NotCoordinator));
-        }
+        let slot = self.slot_of_prepared(done)?;
         let mut txns = slot.txns.lock().await;
-        let Some(e) = txns.get(&done.record.transactional_id) else {
-            return Ok(());
-        };
-        if e.record != done.record {
+        if !is_current(&txns, done) {
             return Ok(());
         }
-        let mut r = e.record.clone();
+        let mut r = done.record.clone();
         r.complete(self.config.clock.now_ms());
         vfs::fault_point!(slot.vfs, "txn-complete.markers-written");
         slot.persist_txn(&mut txns, r).await
+    }
+
+    /// The slot `p` was prepared in, if this broker still coordinates it
+    /// in the same epoch.
+    fn slot_of_prepared(&self, p: &Prepared) -> Result<std::sync::Arc<Slot>, i16> {
+        let slot = self.txn_slot(&p.record.transactional_id)?;
+        if slot.epoch != p.coordinator_epoch {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        Ok(slot)
     }
 
     /// A transactional id's state, for DescribeTransactions.
@@ -435,6 +466,13 @@ impl Coordinators {
         }
         out
     }
+}
+
+/// Whether the slot still holds `p` exactly as it was prepared (not
+/// completed since, nor replaced by a later transaction of the id).
+fn is_current(txns: &BTreeMap<String, Entry>, p: &Prepared) -> bool {
+    txns.get(&p.record.transactional_id)
+        .is_some_and(|e| e.record == p.record)
 }
 
 /// Kafka's transaction.max.timeout.ms default (15 minutes).

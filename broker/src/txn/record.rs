@@ -70,6 +70,17 @@ pub struct TxnRecord {
     /// Wall-clock start of the current transaction (ms), -1 if none.
     pub started_ms: i64,
     pub updated_ms: i64,
+    /// The epoch its producer held before the last bump, when that
+    /// producer keeps the right to claim the bumped one by an
+    /// InitProducerId naming its old epoch (KIP-360: a retry whose first
+    /// answer was lost; KIP-588: the producer whose transaction timed
+    /// out); -1 once a new producer took the id over.
+    #[serde(default = "no_epoch")]
+    pub last_producer_epoch: i16,
+}
+
+fn no_epoch() -> i16 {
+    -1
 }
 
 impl SlotRecord for TxnRecord {
@@ -95,6 +106,7 @@ impl TxnRecord {
             partitions: BTreeSet::new(),
             started_ms: -1,
             updated_ms: now_ms,
+            last_producer_epoch: -1,
         }
     }
 
@@ -179,9 +191,12 @@ impl TxnRecord {
     }
 
     /// Aborts the open transaction under a bumped epoch, fencing the
-    /// producer that opened it (a timeout, or a new InitProducerId).
-    pub fn abort_and_fence(&mut self, now_ms: i64) {
+    /// producer that opened it (a timeout, or an InitProducerId). With
+    /// `recoverable` (a timeout, or that producer's own InitProducerId)
+    /// the producer may claim the bumped epoch by naming its old one.
+    pub fn abort_and_fence(&mut self, now_ms: i64, recoverable: bool) {
         if self.state == TxnState::Ongoing {
+            self.last_producer_epoch = if recoverable { self.producer_epoch } else { -1 };
             self.producer_epoch = self.producer_epoch.saturating_add(1);
             self.state = TxnState::PrepareAbort;
             self.updated_ms = now_ms;
@@ -247,8 +262,13 @@ mod tests {
             "INVALID_PRODUCER_ID_MAPPING"
         );
         r.add([p("t", 0)], 2).unwrap();
-        r.abort_and_fence(3);
+        r.abort_and_fence(3, true);
         assert_eq!((r.state, r.producer_epoch), (TxnState::PrepareAbort, 4));
+        assert_eq!(r.last_producer_epoch, 3, "its producer may claim epoch 4");
         assert_eq!(r.check_producer(7, 3), Err(90));
+        r.complete(4);
+        r.add([p("t", 0)], 5).unwrap();
+        r.abort_and_fence(6, false);
+        assert_eq!((r.producer_epoch, r.last_producer_epoch), (5, -1));
     }
 }

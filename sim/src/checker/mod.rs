@@ -346,6 +346,9 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
                 outcome: Outcome::Acked { .. },
                 ..
             } => &[I::LostCommit],
+            Event::TxnBumpFenced { own: true, .. } | Event::TxnInit { from: Some(_), .. } => {
+                &[I::SpuriousFence]
+            }
             Event::TxnEnd { commit: true, .. } => &[I::TornTransaction, I::FencedWrite],
             Event::TxnEnd { .. } => &[I::TornTransaction],
             Event::TxnFinal { .. } => &[I::AbortedRead, I::Liveness],

@@ -52,6 +52,15 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     for (t, e) in events {
         match e {
             Event::TxnInit { producer, .. } => inits.push((*t, *producer)),
+            Event::TxnBumpFenced {
+                client,
+                transactional_id,
+                producer,
+                own: true,
+            } => out.push(Invariant::SpuriousFence.says(format!(
+                "{client}, the only producer of {transactional_id}, was fenced at {} bumping its own epoch as {producer:?}",
+                at(t)
+            ))),
             Event::TxnWrite {
                 label,
                 value,
