@@ -160,6 +160,53 @@ def test_a_transaction_past_its_timeout_is_aborted(broker):
     assert high >= 2, "the data batch and the abort marker"
 
 
+def test_init_producer_id_bumps_only_the_producers_own_epoch(broker):
+    """KIP-360 at the versions librdkafka sends: a producer naming its
+    producer id and epoch gets the next epoch; a retry of that request
+    (its answer lost) gets the same one again, not a third; any older
+    epoch is fenced; the producer whose transaction timed out claims the
+    epoch it was aborted under (KIP-588) until a new producer takes the
+    id."""
+    create(broker.addr, "tx-bump", partitions=1)
+    tid = "tx-bump-1"
+
+    def init(pid=-1, epoch=-1, timeout_ms=60000):
+        deadline = time.monotonic() + 30
+        while True:
+            r = call(broker.addr, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms,
+                                                         producer_id=pid, producer_epoch=epoch), 4)
+            # CONCURRENT_TRANSACTIONS while an abort's markers go out.
+            if r.error_code != 51 or time.monotonic() > deadline:
+                return r.error_code, r.producer_id, r.producer_epoch
+            time.sleep(0.2)
+
+    code, pid, e0 = init()
+    assert code == 0
+    assert init(pid, e0) == (0, pid, e0 + 1), "a bump of its own epoch"
+    assert init(pid, e0) == (0, pid, e0 + 1), "a retry gets the same epoch"
+    assert init(pid, e0 + 1) == (0, pid, e0 + 2)
+    assert init(pid, e0)[0] == 90, "PRODUCER_FENCED: two bumps ago"
+    assert init(pid + 1, e0 + 2)[0] == 90, "another producer id"
+    # A transaction that times out: the coordinator aborts it under e0 + 3.
+    code, pid, e = init(pid, e0 + 2, timeout_ms=1000)
+    assert (code, e) == (0, e0 + 3)
+    topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="tx-bump", partitions=[0])
+    added = call(broker.addr, AddPartitionsToTxnRequest(
+        transactions=[], v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=e, v3_and_below_topics=[topic]), 3)
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    time.sleep(3)
+    ended = call(broker.addr, EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=e,
+                                            committed=True), 3)
+    assert ended.error_code in (47, 90), "its epoch was bumped by the abort"
+    assert init(pid, e) == (0, pid, e + 1), "KIP-588: the epoch of the abort"
+    assert init(pid, e) == (0, pid, e + 1), "and again on a retry"
+    # A new producer of the id fences the old one for good.
+    assert init() == (0, pid, e + 2)
+    assert init(pid, e)[0] == 90
+    assert init(pid, e + 1)[0] == 90
+
+
 def test_operators_see_transactions_and_producers(broker):
     create(broker.addr, "tx-ops", partitions=1)
     p = producer(broker.addr, "tx-ops-1")

@@ -39,6 +39,9 @@ pub const SENTINEL: &str = "final-txn-";
 /// partition `i` of [`TXN_TOPIC`], with offsets that grow with each
 /// transaction.
 pub const TXN_GROUP: &str = "sim-txn-group";
+/// A group no transaction ever adds: a misbehaving client's offsets for it
+/// must be refused (KIP-890) and never take effect.
+pub const ROGUE_GROUP: &str = "sim-txn-rogue";
 /// Short, so that abandoned transactions are aborted within a run.
 const TXN_TIMEOUT_MS: i32 = 3_000;
 
@@ -222,6 +225,19 @@ async fn one_transaction(
         if let Some(other) = (0..TXN_PARTITIONS).find(|p| !partitions.contains(p)) {
             unjoined_write(s, txp, label, other).await;
         }
+    }
+    if madsim::rand::thread_rng().gen_ratio(1, 25) {
+        let code = s
+            .txn_offset_commit(txp, ROGUE_GROUP, index as i32, 1_000_000)
+            .await;
+        s.history.record(
+            s.now(),
+            Event::TxnRogueOffsets {
+                client: s.name.clone(),
+                label: label.to_owned(),
+                code,
+            },
+        );
     }
     let mut offsets = Vec::new();
     if madsim::rand::thread_rng().gen_bool(0.5) {
@@ -508,9 +524,23 @@ impl Session {
         if added != Some(0) {
             return false;
         }
+        self.txn_offset_commit(txp, TXN_GROUP, partition, offset)
+            .await
+            == Some(0)
+    }
+
+    /// TxnOffsetCommit of `offset` for `partition` of `group` at the
+    /// group's coordinator: the error code, `None` without an answer.
+    async fn txn_offset_commit(
+        &mut self,
+        txp: &Txp,
+        group: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Option<i16> {
         let req = TxnOffsetCommitRequest::default()
             .with_transactional_id(TransactionalId(text(txp.id)))
-            .with_group_id(GroupId(text(TXN_GROUP)))
+            .with_group_id(GroupId(text(group)))
             .with_producer_id(ProducerId(txp.pid))
             .with_producer_epoch(txp.epoch)
             .with_generation_id(-1)
@@ -523,7 +553,7 @@ impl Session {
                             .with_committed_offset(offset),
                     ]),
             ]);
-        self.group = TXN_GROUP.to_owned();
+        self.group = group.to_owned();
         for _ in 0..15 {
             let Some(to) = self.coordinator().await else {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -549,15 +579,14 @@ impl Session {
                 _ => -1,
             };
             match code {
-                0 => return true,
                 c if c == -1 || coordinator_trouble(c) => {
                     self.lost_coordinator();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                _ => return false,
+                c => return Some(c),
             }
         }
-        false
+        None
     }
 
     /// EndTxn: acknowledged, refused, or unknown.
@@ -613,11 +642,11 @@ impl Session {
 
     /// The group's committed offsets, asked with require_stable (a
     /// partition with offsets of an open transaction is not answered).
-    async fn txn_group_offsets(&mut self) -> Option<Vec<(i32, i64)>> {
-        self.group = TXN_GROUP.to_owned();
+    async fn txn_group_offsets(&mut self, group: &str) -> Option<Vec<(i32, i64)>> {
+        self.group = group.to_owned();
         let to = self.coordinator().await?;
         let req = OffsetFetchRequest::default()
-            .with_group_id(GroupId(text(TXN_GROUP)))
+            .with_group_id(GroupId(text(group)))
             .with_require_stable(true)
             .with_topics(Some(vec![
                 OffsetFetchRequestTopic::default()
@@ -771,9 +800,16 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
         }
     }
     while s.now() < deadline {
-        if let Some(offsets) = s.txn_group_offsets().await {
+        if let Some(offsets) = s.txn_group_offsets(TXN_GROUP).await {
             s.history
                 .record(s.now(), Event::TxnOffsetsFinal { offsets });
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    while s.now() < deadline {
+        if let Some(offsets) = s.txn_group_offsets(ROGUE_GROUP).await {
+            s.history.record(s.now(), Event::TxnRogueFinal { offsets });
             return;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -247,6 +247,15 @@ pub enum Event {
     /// The transaction group's committed offsets once every transaction
     /// ended.
     TxnOffsetsFinal { offsets: Vec<(i32, i64)> },
+    /// A misbehaving client's TxnOffsetCommit, in transaction `label`, for
+    /// a group no transaction added: its error code (`None`: no answer).
+    TxnRogueOffsets {
+        client: String,
+        label: String,
+        code: Option<i16>,
+    },
+    /// That group's committed offsets once every transaction ended.
+    TxnRogueFinal { offsets: Vec<(i32, i64)> },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -428,6 +437,14 @@ pub fn describe(e: &Event) -> String {
             format!("txn final read of {partition}: {} records", records.len())
         }
         Event::TxnOffsetsFinal { offsets } => format!("txn group offsets at the end: {offsets:?}"),
+        Event::TxnRogueOffsets {
+            client,
+            label,
+            code,
+        } => format!("{client} txn {label} offsets for a group never added -> {code:?}"),
+        Event::TxnRogueFinal { offsets } => {
+            format!("never-added group's offsets at the end: {offsets:?}")
+        }
         Event::TrimFinal {
             partition,
             start,

@@ -57,7 +57,7 @@ invariants! {
     TornTransaction = "torn-transaction": "A transaction is read whole or not at all, and each of its records once.",
     LostCommit = "lost-commit": "Every acknowledged write of an acknowledged commit is read once the cluster converged.",
     AbortedOffsets = "aborted-offsets": "Offsets sent to a transaction take effect only if it commits, and those of an acknowledged commit (or newer ones) do.",
-    UnjoinedWrite = "unjoined-write": "A transactional write to a partition that did not join its transaction is refused (KIP-890).",
+    UnjoinedWrite = "unjoined-write": "A transactional write to a partition, or an offset commit for a group, that did not join its transaction is refused (KIP-890) and never takes effect.",
     FencedWrite = "fenced-write": "No write or commit of a producer epoch is acknowledged once a newer epoch of its transactional id was handed out.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }

@@ -353,6 +353,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::TxnEnd { .. } => &[I::TornTransaction],
             Event::TxnFinal { .. } => &[I::AbortedRead, I::Liveness],
             Event::TxnOffsetsFinal { .. } => &[I::AbortedOffsets],
+            Event::TxnRogueOffsets { .. } | Event::TxnRogueFinal { .. } => &[I::UnjoinedWrite],
             _ => &[],
         };
         for k in keys {

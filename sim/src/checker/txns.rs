@@ -98,6 +98,20 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 finals.insert(*partition, records);
             }
             Event::TxnOffsetsFinal { offsets } => final_offsets = Some(offsets),
+            Event::TxnRogueOffsets {
+                label,
+                code: Some(0),
+                ..
+            } => out.push(Invariant::UnjoinedWrite.says(format!(
+                "transaction {label}'s offsets for a group it never added were acknowledged"
+            ))),
+            Event::TxnRogueFinal { offsets } => {
+                for (partition, offset) in offsets.iter().filter(|(_, o)| *o >= 0) {
+                    out.push(Invariant::UnjoinedWrite.says(format!(
+                        "a group no transaction added has offset {offset} for partition {partition}"
+                    )));
+                }
+            }
             _ => {}
         }
     }
