@@ -246,13 +246,20 @@ fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     points
 }
 
+/// The steps of one family of [`FAMILIES`].
+fn family(name: &str) -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|(f, _)| *f == name)
+        .flat_map(|(_, steps)| steps.iter().copied())
+        .collect()
+}
+
 /// The transaction coordinator's own steps (the family without the
 /// partition flush it shares with produce).
 fn transaction_steps() -> Vec<&'static str> {
-    FAMILIES
-        .iter()
-        .filter(|(f, _)| *f == "transactions")
-        .flat_map(|(_, steps)| steps.iter().copied())
+    family("transactions")
+        .into_iter()
         .filter(|p| p.starts_with("txn-"))
         .collect()
 }
@@ -303,6 +310,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("clock-jumps", 4),
     ("crash-points", 10),
     ("txn-zombies", 8),
+    ("controller-zombies", 5),
 ];
 
 /// The profile of `seed`.
@@ -423,6 +431,23 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             };
             set(&[])
         }
+        "controller-zombies" => {
+            // Controllers held or frozen between the steps of an election
+            // and of an assignment's write, and nowhere else: a controller
+            // that wakes up after its successor claimed the next epoch and
+            // writes the assignment it had decided on.
+            points = PointRates {
+                delay: rng.gen_range(0.05..0.3),
+                delay_max_ms: rng.gen_range(200..2_000),
+                pause: rng.gen_range(0.05..0.3),
+                crash: rng.gen_range(0.0..0.02),
+                max_crashes: rng.gen_range(1..3),
+                within: family("election"),
+                freeze_ms: Some((12_000, 24_000)),
+                ..PointRates::default()
+            };
+            set(&[])
+        }
         _ => {
             // crash-points: brokers die inside their own volume changes.
             points = PointRates {
@@ -443,7 +468,11 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
     // Half the one-fault worlds also aim at protocol steps (and only
     // there): a lost reply to a controller claim's create, or a write-back
     // storm, where an election or a takeover is going on.
-    if !matches!(world, "calm" | "crash-points" | "txn-zombies") && rng.gen_bool(0.5) {
+    if !matches!(
+        world,
+        "calm" | "crash-points" | "txn-zombies" | "controller-zombies"
+    ) && rng.gen_bool(0.5)
+    {
         points = PointRates {
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
