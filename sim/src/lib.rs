@@ -18,7 +18,7 @@
 //! | `workload` | producers, the consumer, the committer and the lag reader of its group, the churning admin, the producer-id racer, the final reader; the history |
 //! | `members` | consumer group members (classic protocol) |
 //! | `next_members` | members of a consumer-protocol group (KIP-848), for consumer-group-overlap |
-//! | `transactor` | transactional producers (commit, abort, abandon, offsets, fencing) and a read_committed reader |
+//! | `transactor` | transactional producers (commit, abort, abandon, offsets, fencing, KIP-360 epoch bumps, offsets for a group never added) and a read_committed reader |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |

@@ -1,8 +1,11 @@
 //! Transactional clients: two producers that write transactions spanning
 //! the partitions of their own topic (led by different brokers), send
 //! offsets to them now and then, and commit, abort or abandon them; they
-//! share a transactional id part of the time, so each fences the other. A
-//! read_committed reader drops aborted records as Kafka consumers do (by
+//! share a transactional id part of the time, so each fences the other.
+//! After an abortable error a producer bumps its own epoch (KIP-360), or
+//! claims the one its timed-out transaction was aborted under (KIP-588).
+//! Now and then one misbehaves: a write to a partition, or offsets for a
+//! group, that its transaction never added. A read_committed reader drops aborted records as Kafka consumers do (by
 //! the aborted-transaction lists of its fetches), and the liveness phase
 //! reads the topic and the group's offsets once every transaction ended.
 //!
@@ -10,7 +13,9 @@
 //! transactional anomalies: no aborted or never-committed record is read
 //! under read_committed, a committed transaction is read whole, no
 //! committed record is lost, offsets of an aborted transaction never take
-//! effect, and a fenced producer's writes are refused.
+//! effect, a fenced producer's writes are refused, what was never added
+//! to a transaction is refused, and a producer is never fenced by its own
+//! epoch bump.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
