@@ -142,7 +142,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         delay: 0.05,
         delay_max_ms: 100,
         pause: 0.01,
-        crash: 0.01,
+        crash: 0.03,
         max_crashes: 2,
         focus: Vec::new(),
         aim_after_ms: 0,

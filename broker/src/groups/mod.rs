@@ -136,17 +136,24 @@ impl Slot {
             }
         }
         vfs::fault_point!(vfs, "group-load.listed");
-        let txns = crate::txn::load_listed(vfs.as_ref(), slot, epoch, &listing).await;
+        let txns = crate::txn::load_listed(vfs.as_ref(), slot, epoch, &listing).await?;
         let mut groups = BTreeMap::new();
         for (hash, e) in newest {
             let p = dir.join(format!("{hash}-{e:010}"));
             match store::read_at(vfs.as_ref(), &p).await {
                 Ok(Some(r)) if !r.deleted => {
+                    // Written again as this epoch's before the slot serves:
+                    // a deposed coordinator's late write to its own older
+                    // file (members it timed out while cut off) is then
+                    // never what a later successor loads.
+                    if e < epoch {
+                        store::save(vfs.as_ref(), slot, epoch, &r, Some(e)).await?;
+                    }
                     groups.insert(
                         r.group_id.clone(),
                         Entry {
                             group: Group::from_record(r, now),
-                            stored: Some(e),
+                            stored: Some(epoch),
                         },
                     );
                 }
@@ -156,6 +163,7 @@ impl Slot {
                 }
             }
         }
+        vfs::fault_point!(vfs, "group-load.adopted");
         tracing::info!(slot, epoch, groups = groups.len(), "coordinating");
         Ok(Self {
             slot,

@@ -55,12 +55,16 @@ fn code(e: ResponseError) -> i16 {
 
 /// The transactional ids a takeover's listing shows, each from its newest
 /// file; ids a stale listing hides are loaded by name when first asked for.
+/// A file that cannot be read fails the takeover (retried in a new epoch):
+/// an open transaction nobody loaded would never time out, and would hold
+/// its partitions' last stable offset back for good once its producer is
+/// gone.
 pub(crate) async fn load_listed(
     vfs: &dyn Vfs,
     slot: u32,
     epoch: u32,
     listing: &[DirEntry],
-) -> BTreeMap<String, Entry> {
+) -> std::io::Result<BTreeMap<String, Entry>> {
     let mut newest: BTreeMap<&str, u32> = BTreeMap::new();
     for e in listing {
         if let Some((hash, file_epoch)) = slot_files::parse_name::<TxnRecord>(&e.name) {
@@ -83,11 +87,12 @@ pub(crate) async fn load_listed(
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "transaction not loaded; it is read again when asked for")
+                tracing::warn!(path = %path.display(), error = %e, "transaction not loaded");
+                return Err(e);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 impl Slot {
