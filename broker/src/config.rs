@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::security::listeners::{Listener, ListenerFlags, SecurityProtocol};
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "kaas",
@@ -123,6 +125,92 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub producer_id_block: u32,
 
+    /// Named listeners, `NAME://ip:port,...` (Kafka's `listeners`), for a
+    /// broker with more than one: an internal PLAINTEXT one and an external
+    /// SASL_SSL one, say. Unset: one PLAINTEXT listener on --listen.
+    #[arg(long, env = "KAAS_LISTENERS")]
+    pub listeners: Option<String>,
+
+    /// What clients of each listener are told to connect to,
+    /// `NAME://host:port,...`; a listener not named here advertises its
+    /// bind address.
+    #[arg(long, env = "KAAS_ADVERTISED_LISTENERS")]
+    pub advertised_listeners: Option<String>,
+
+    /// The security protocol of each listener, `NAME:PROTOCOL,...` with
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; a listener named like a
+    /// protocol needs no entry.
+    #[arg(long, env = "KAAS_LISTENER_SECURITY_PROTOCOL_MAP")]
+    pub listener_security_protocol_map: Option<String>,
+
+    /// The listener brokers use to reach each other (transaction markers);
+    /// it must be PLAINTEXT. Defaults to the first listener.
+    #[arg(long, env = "KAAS_INTER_BROKER_LISTENER_NAME")]
+    pub inter_broker_listener_name: Option<String>,
+
+    /// PEM certificate chain of SSL and SASL_SSL listeners.
+    #[arg(long, env = "KAAS_SSL_CERT_FILE")]
+    pub ssl_cert_file: Option<PathBuf>,
+
+    /// PEM private key of that certificate.
+    #[arg(long, env = "KAAS_SSL_KEY_FILE")]
+    pub ssl_key_file: Option<PathBuf>,
+
+    /// PEM certificates of the CAs that sign client certificates.
+    #[arg(long, env = "KAAS_SSL_CA_FILE")]
+    pub ssl_ca_file: Option<PathBuf>,
+
+    /// Client certificates on SSL listeners (ssl.client.auth): a verified
+    /// certificate's subject is the connection's principal.
+    #[arg(long, env = "KAAS_SSL_CLIENT_AUTH", value_enum, default_value = "none")]
+    pub ssl_client_auth: crate::security::tls_files::ClientAuth,
+
+    /// The principal of a client certificate: its whole subject (`dn`,
+    /// Kafka's default, `User:CN=app,O=org`) or its common name (`cn`).
+    #[arg(long, env = "KAAS_SSL_PRINCIPAL", value_enum, default_value = "dn")]
+    pub ssl_principal: crate::security::tls_files::PrincipalFrom,
+
+    /// Seconds between two looks at the TLS files; changed files are
+    /// loaded for new connections (a rotated Kubernetes Secret).
+    #[arg(long, env = "KAAS_SSL_RELOAD_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub ssl_reload_secs: u64,
+
+    /// SASL mechanisms offered on SASL listeners (sasl.enabled.mechanisms).
+    #[arg(long, env = "KAAS_SASL_MECHANISMS", value_delimiter = ',',
+          default_value = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN", value_parser = parse_mechanism)]
+    pub sasl_mechanisms: Vec<String>,
+
+    /// Milliseconds an authenticated SASL session lasts before the client
+    /// must re-authenticate (connections.max.reauth.ms, KIP-368); 0: forever.
+    #[arg(long, env = "KAAS_SASL_SESSION_LIFETIME_MS", default_value_t = 0)]
+    pub sasl_session_lifetime_ms: u64,
+
+    /// `acl` enforces the ACLs kept on the volume on every request; `none`
+    /// allows everything (Kafka without an authorizer).
+    #[arg(long, env = "KAAS_AUTHORIZER", value_enum, default_value = "none")]
+    pub authorizer: Authorizer,
+
+    /// Principals allowed everything, `User:admin;User:ops` (super.users).
+    #[arg(long, env = "KAAS_SUPER_USERS", value_delimiter = ';', value_parser = parse_principal)]
+    pub super_users: Vec<crate::security::Principal>,
+
+    /// Allow a request on a resource no ACL names
+    /// (allow.everyone.if.no.acl.found).
+    #[arg(long, env = "KAAS_ALLOW_EVERYONE_IF_NO_ACL_FOUND", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub allow_everyone_if_no_acl_found: bool,
+
+    /// Milliseconds between two looks for newer credentials and ACLs: the
+    /// longest a change made through another broker takes to apply here.
+    #[arg(long, env = "KAAS_SECURITY_REFRESH_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub security_refresh_ms: u64,
+
+    /// Instead of running a broker: a tool that works on the volume.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// This broker's wall clock (the system clock in production; the
     /// simulator skews and jumps it).
     #[arg(skip)]
@@ -136,6 +224,55 @@ pub struct KafkaConfig {
     pub value: String,
     /// Set by a flag or variable, not left at its default.
     pub explicit: bool,
+}
+
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Command {
+    /// Writes a user's SCRAM credentials (SCRAM-SHA-256 and SCRAM-SHA-512)
+    /// straight to the volume at --data-dir, no broker needed: the way in
+    /// for the first admin of a cluster whose listeners all need SASL.
+    /// Name that user in --super-users. Later users are best added with
+    /// the admin API (kafka-configs --alter --add-config 'SCRAM-SHA-512=...').
+    ScramUser(ScramUser),
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct ScramUser {
+    /// The user name (its principal is User:<name>).
+    #[arg(long)]
+    pub user: String,
+    /// A file holding the password (a mounted Secret); its trailing newline
+    /// is not part of it. Or set KAAS_SCRAM_PASSWORD.
+    #[arg(long, conflicts_with = "password")]
+    pub password_file: Option<PathBuf>,
+    #[arg(long, env = "KAAS_SCRAM_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// PBKDF2 iterations (4096 to 16384, as Kafka accepts).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(4096..=16384))]
+    pub iterations: u32,
+}
+
+/// Whether ACLs are enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Authorizer {
+    None,
+    Acl,
+}
+
+fn parse_mechanism(s: &str) -> Result<String, String> {
+    let m = s.trim().to_ascii_uppercase();
+    if crate::security::MECHANISMS.contains(&m.as_str()) {
+        Ok(m)
+    } else {
+        Err(format!(
+            "`{s}`: kaas offers {}",
+            crate::security::MECHANISMS.join(", ")
+        ))
+    }
+}
+
+fn parse_principal(s: &str) -> Result<crate::security::Principal, String> {
+    crate::security::Principal::parse(s.trim())
 }
 
 /// A broker id: a number, or a StatefulSet pod name ending in `-<ordinal>`.
@@ -179,18 +316,47 @@ impl Config {
             explicit: default_of(flag).is_none_or(|d| d != value),
             value,
         };
+        let listed = |f: &dyn Fn(&Listener) -> String| {
+            self.resolved_listeners()
+                .unwrap_or_default()
+                .iter()
+                .map(|l| format!("{}://{}", l.name, f(l)))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         vec![
             entry("broker.id", self.broker_id.to_string(), "broker_id"),
             entry("node.id", self.broker_id.to_string(), "broker_id"),
-            entry(
-                "listeners",
-                format!("PLAINTEXT://{}", self.listen),
-                "listen",
-            ),
+            KafkaConfig {
+                name: "listeners".into(),
+                value: listed(&|l: &Listener| l.bind.to_string()),
+                explicit: self.listeners.is_some() || self.listen.to_string() != "127.0.0.1:9092",
+            },
             KafkaConfig {
                 name: "advertised.listeners".into(),
-                value: format!("PLAINTEXT://{}", self.advertised()),
-                explicit: self.advertised_listener.is_some(),
+                value: listed(&|l: &Listener| l.advertised.clone()),
+                explicit: self.advertised_listener.is_some() || self.advertised_listeners.is_some(),
+            },
+            KafkaConfig {
+                name: "listener.security.protocol.map".into(),
+                value: self
+                    .resolved_listeners()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|l| format!("{}:{}", l.name, l.protocol))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                explicit: self.listener_security_protocol_map.is_some(),
+            },
+            KafkaConfig {
+                name: "super.users".into(),
+                value: self
+                    .super_users
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                explicit: !self.super_users.is_empty(),
             },
             entry("log.dirs", self.data_dir.display().to_string(), "data_dir"),
             entry(
@@ -231,10 +397,97 @@ impl Config {
         ]
     }
 
+    /// The inter-broker listener's advertised address: what other brokers
+    /// connect to, and what clients of a single-listener broker are told.
     pub fn advertised(&self) -> String {
-        self.advertised_listener
-            .clone()
-            .unwrap_or_else(|| self.listen.to_string())
+        match self.resolved_listeners() {
+            Ok(l) => self
+                .inter_broker(&l)
+                .map_or_else(|_| l[0].advertised.clone(), |i| i.advertised.clone()),
+            Err(_) => self
+                .advertised_listener
+                .clone()
+                .unwrap_or_else(|| self.listen.to_string()),
+        }
+    }
+
+    fn resolved_listeners(&self) -> Result<Vec<Listener>, String> {
+        crate::security::listeners::resolve(&ListenerFlags {
+            listeners: self.listeners.as_deref(),
+            advertised_listeners: self.advertised_listeners.as_deref(),
+            protocol_map: self.listener_security_protocol_map.as_deref(),
+            listen: self.listen,
+            advertised_listener: self.advertised_listener.as_deref(),
+        })
+    }
+
+    fn inter_broker<'a>(&self, listeners: &'a [Listener]) -> Result<&'a Listener, String> {
+        match &self.inter_broker_listener_name {
+            None => Ok(&listeners[0]),
+            Some(name) => listeners
+                .iter()
+                .find(|l| l.name.eq_ignore_ascii_case(name))
+                .ok_or_else(|| {
+                    format!("--inter-broker-listener-name {name} is not one of --listeners")
+                }),
+        }
+    }
+
+    /// The listeners, checked: TLS ones have their files, the inter-broker
+    /// one is PLAINTEXT (brokers do not authenticate to each other yet).
+    pub fn listeners(&self) -> Result<Vec<Listener>, String> {
+        let listeners = self.resolved_listeners()?;
+        let inter = self.inter_broker(&listeners)?;
+        if inter.protocol != SecurityProtocol::Plaintext {
+            return Err(format!(
+                "the inter-broker listener {} is {}: kaas brokers reach each other over \
+                 PLAINTEXT only; add an internal PLAINTEXT listener (restricted to the \
+                 brokers by a NetworkPolicy) and name it with --inter-broker-listener-name",
+                inter.name, inter.protocol
+            ));
+        }
+        if let Some(l) = listeners.iter().find(|l| l.protocol.tls()) {
+            if cfg!(madsim) {
+                return Err(format!(
+                    "listener {} is {}: TLS is not simulated",
+                    l.name, l.protocol
+                ));
+            }
+            if self.ssl_cert_file.is_none() || self.ssl_key_file.is_none() {
+                return Err(format!(
+                    "listener {} is {} and needs --ssl-cert-file and --ssl-key-file",
+                    l.name, l.protocol
+                ));
+            }
+        }
+        if listeners.iter().any(|l| l.protocol.sasl()) && self.sasl_mechanisms.is_empty() {
+            return Err("SASL listeners need at least one --sasl-mechanisms".into());
+        }
+        Ok(listeners)
+    }
+
+    pub fn tls_files(&self) -> Option<crate::security::tls_files::TlsFiles> {
+        Some(crate::security::tls_files::TlsFiles {
+            cert: self.ssl_cert_file.clone()?,
+            key: self.ssl_key_file.clone()?,
+            ca: self.ssl_ca_file.clone(),
+            client_auth: self.ssl_client_auth,
+            principal_from: self.ssl_principal,
+        })
+    }
+
+    pub fn security(&self) -> crate::security::SecurityConfig {
+        crate::security::SecurityConfig {
+            sasl_mechanisms: self.sasl_mechanisms.clone(),
+            session_lifetime: (self.sasl_session_lifetime_ms > 0)
+                .then(|| std::time::Duration::from_millis(self.sasl_session_lifetime_ms)),
+            authorizer: crate::security::AuthorizerConfig {
+                enabled: self.authorizer == Authorizer::Acl,
+                super_users: self.super_users.iter().cloned().collect(),
+                allow_if_no_acl: self.allow_everyone_if_no_acl_found,
+            },
+            refresh: std::time::Duration::from_millis(self.security_refresh_ms),
+        }
     }
 }
 

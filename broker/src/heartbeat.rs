@@ -24,6 +24,9 @@ pub struct Heartbeat {
     /// Grows by one with every heartbeat of this incarnation.
     pub sequence: u64,
     pub advertised: String,
+    /// Every listener's advertised address, when there are several.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub endpoints: std::collections::BTreeMap<String, String>,
     /// Set by a broker shutting down: count it gone now and move its
     /// partitions, instead of waiting for its heartbeat to go stale.
     #[serde(default)]
@@ -143,6 +146,7 @@ mod tests {
             incarnation: 9,
             sequence: 4,
             advertised: "h:1".into(),
+            endpoints: Default::default(),
             leaving: false,
             stuck: Vec::new(),
         };

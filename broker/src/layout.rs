@@ -18,6 +18,8 @@
 //!   producers/block-<n>                 producer ids n*1000..; the broker that claims it
 //!   groups/<slot>/                      consumer groups of coordinator slot <slot> (`groups`)
 //!   groups/<slot>/txn-<hash>-<e>        a transactional id of that slot (`txn`)
+//!   security/credentials-<n>            version n of the SCRAM credentials; its claimant
+//!   security/acls-<n>                   version n of the ACLs; its claimant
 //! ```
 //! Inside a partition directory, the leader of each epoch writes its own
 //! files (`log::fence::epoch_path`, `log::manifest::manifest_path`,
@@ -31,6 +33,8 @@ pub(crate) const TOPICS_DIR: &str = "topics";
 pub(crate) const NAMES_DIR: &str = "topics/names";
 pub(crate) const PRODUCERS_DIR: &str = "producers";
 pub(crate) const GROUPS_DIR: &str = "groups";
+/// Made by the first change of credentials or ACLs, not at start-up.
+pub(crate) const SECURITY_DIR: &str = "security";
 
 /// A directory being built, renamed into place in one step when whole.
 pub(crate) const STAGING_PREFIX: &str = ".staging-";

@@ -21,6 +21,7 @@
 //! | [`producer_ids`] | producer id blocks for idempotent producers |
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
 //! | [`api`] | the answers to Kafka requests, one file per API family |
+//! | [`security`] | listeners, TLS, SASL, SCRAM credentials and ACLs on the volume |
 //! | [`health`] | `/livez` and `/readyz` for Kubernetes probes |
 //! | [`clock`] | the wall clock, for record timestamps only |
 //! | `historical` | the historical bugs' old code paths (simulation build only) |
@@ -41,6 +42,7 @@ pub mod node;
 pub mod peer;
 pub mod producer_ids;
 pub mod protocol;
+pub mod security;
 pub(crate) mod slot_files;
 pub mod startup;
 pub mod stored;

@@ -19,7 +19,7 @@ mod production {
     use std::process::ExitCode;
     use std::sync::Arc;
 
-    use broker::config::Config;
+    use broker::config::{Command, Config, ScramUser};
     use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
     use vfs::PosixVfs;
 
@@ -31,6 +31,9 @@ mod production {
             Ok(c) => c,
             Err(e) => e.exit(),
         };
+        if let Some(Command::ScramUser(args)) = &config.command {
+            return scram_user(&config, args);
+        }
         let volume = if explicit_dir {
             PosixVfs::open_volume(&config.data_dir)
         } else {
@@ -69,6 +72,72 @@ mod production {
                 ExitCode::FAILURE
             }
         }
+    }
+
+    /// `kaas scram-user`: one user's credentials, written to the volume.
+    // The password file is the pod's own (a mounted Secret), not the volume.
+    #[allow(clippy::disallowed_methods)]
+    fn scram_user(config: &Config, args: &ScramUser) -> ExitCode {
+        use broker::security::{Credential, Mechanism, bootstrap_user};
+        let password = match (&args.password_file, &args.password) {
+            (Some(f), _) => match std::fs::read_to_string(f) {
+                Ok(p) => p.trim_end_matches(['\n', '\r']).to_owned(),
+                Err(e) => {
+                    eprintln!("kaas: {}: {e}", f.display());
+                    return ExitCode::from(2);
+                }
+            },
+            (None, Some(p)) => p.clone(),
+            (None, None) => {
+                eprintln!("kaas: give the password with --password-file or KAAS_SCRAM_PASSWORD");
+                return ExitCode::from(2);
+            }
+        };
+        if password.is_empty() || args.user.is_empty() {
+            eprintln!("kaas: the user name and the password must not be empty");
+            return ExitCode::from(2);
+        }
+        let volume = match PosixVfs::open_volume(&config.data_dir) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("kaas: {}: {e}", config.data_dir.display());
+                return ExitCode::from(2);
+            }
+        };
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("kaas: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        for mechanism in Mechanism::ALL {
+            let salt: [u8; 32] = madsim::rand::random();
+            let Some(credential) =
+                Credential::from_password(mechanism, &password, &salt, args.iterations)
+            else {
+                eprintln!(
+                    "kaas: cannot derive the {} credential",
+                    mechanism.sasl_name()
+                );
+                return ExitCode::FAILURE;
+            };
+            match runtime.block_on(bootstrap_user(&volume, &args.user, mechanism, credential)) {
+                Ok(version) => println!(
+                    "{} credential of User:{} written (credentials version {version})",
+                    mechanism.sasl_name(),
+                    args.user
+                ),
+                Err(e) => {
+                    eprintln!("kaas: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        ExitCode::SUCCESS
     }
 
     /// Only the default `./data` is created: a named data directory is, in

@@ -5,6 +5,7 @@
 //! shutdown (`Node::follow`), and the controlled shutdown
 //! (`Node::hand_off`).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::path::Path;
@@ -28,6 +29,8 @@ use crate::layout;
 use crate::leaders::Leaders;
 use crate::log::staging::StagingSweep;
 use crate::log::{LogConfig, topic};
+use crate::protocol::server::ListenerInfo;
+use crate::security::Security;
 use crate::startup;
 
 /// Runs a broker on `vfs` until `shutdown` completes.
@@ -41,7 +44,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
-    let (listener, health, readiness) = listen(&config).await?;
+    let (listeners, health, readiness) = listen(&config).await?;
     if config.advertised_check_secs > 0 {
         startup::check_advertised(
             &config.advertised(),
@@ -49,7 +52,7 @@ pub async fn run(
         )
         .await?;
     }
-    let mut node = Node::new(vfs, config, listener, readiness);
+    let mut node = Node::new(vfs, config, listeners, readiness);
     tracing::info!(
         broker_id = node.hb.broker_id,
         incarnation = format_args!("{:016x}", node.hb.incarnation),
@@ -94,6 +97,17 @@ async fn start_up(vfs: &dyn Vfs, config: &Config) -> io::Result<(String, usize)>
     Ok((cluster_id, swept))
 }
 
+/// The name of the listener brokers reach each other on.
+fn inter_broker_listener(config: &Config) -> Arc<str> {
+    let name = config
+        .inter_broker_listener_name
+        .clone()
+        .map(|n| n.to_ascii_uppercase())
+        .or_else(|| config.listeners().ok().map(|l| l[0].name.clone()))
+        .unwrap_or_else(|| "PLAINTEXT".into());
+    Arc::from(name.as_str())
+}
+
 fn heartbeat_interval(config: &Config) -> Duration {
     Duration::from_secs(config.heartbeat_interval_secs.max(1))
 }
@@ -102,12 +116,48 @@ fn session_timeout(config: &Config) -> Duration {
     Duration::from_secs(config.session_timeout_secs.max(1))
 }
 
-/// Binds the Kafka listener (served only once the cluster is known) and
+/// The Kafka listeners, bound, with what each is.
+type Bound = Vec<(ListenerInfo, TcpListener)>;
+
+/// Binds the Kafka listeners (served only once the cluster is known) and
 /// starts the probe server if one is configured.
-async fn listen(config: &Config) -> io::Result<(TcpListener, Option<JoinHandle<()>>, Readiness)> {
-    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
-    })?;
+async fn listen(config: &Config) -> io::Result<(Bound, Option<JoinHandle<()>>, Readiness)> {
+    let listeners = config
+        .listeners()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    #[cfg(not(madsim))]
+    let tls = match config.tls_files() {
+        Some(files) if listeners.iter().any(|l| l.protocol.tls()) => {
+            let r = crate::security::tls::Reloading::new(files)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS: {e}")))?;
+            tokio::spawn(r.clone().watch(Duration::from_secs(config.ssl_reload_secs)));
+            Some(r)
+        }
+        _ => None,
+    };
+    let mut bound = Vec::new();
+    for l in listeners {
+        let socket = TcpListener::bind(l.bind).await.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {} (listener {}): {e}", l.bind, l.name),
+            )
+        })?;
+        tracing::info!(
+            listener = %l.name,
+            bind = %l.bind,
+            advertised = %l.advertised,
+            protocol = %l.protocol,
+            "listener bound"
+        );
+        let info = ListenerInfo {
+            name: Arc::from(l.name.as_str()),
+            protocol: l.protocol,
+            #[cfg(not(madsim))]
+            tls: l.protocol.tls().then(|| tls.clone()).flatten(),
+        };
+        bound.push((info, socket));
+    }
     let readiness = Readiness::default();
     let health = match config.health_listen {
         Some(addr) => {
@@ -121,7 +171,15 @@ async fn listen(config: &Config) -> io::Result<(TcpListener, Option<JoinHandle<(
         }
         None => None,
     };
-    Ok((listener, health, readiness))
+    Ok((bound, health, readiness))
+}
+
+/// Every listener's advertised address, when there are several.
+fn endpoints(config: &Config) -> BTreeMap<String, String> {
+    match config.listeners() {
+        Ok(l) if l.len() > 1 => l.into_iter().map(|l| (l.name, l.advertised)).collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 /// A started broker: its services and what it knows of the cluster.
@@ -139,8 +197,10 @@ struct Node {
     /// assignment): before, Metadata could only name itself and no
     /// controller, and some clients wait on that answer for good. Until
     /// then connections wait in the listen backlog.
-    not_serving: Option<(TcpListener, Arc<Api>)>,
-    server: Option<JoinHandle<()>>,
+    not_serving: Option<(Bound, Arc<Api>)>,
+    servers: Vec<JoinHandle<()>>,
+    /// Reads newer credentials and ACLs.
+    security_refresher: Option<JoinHandle<()>>,
     /// Writes the markers of the transactions this broker coordinates.
     transactions: Option<JoinHandle<()>>,
     /// This run's first heartbeat.
@@ -150,7 +210,7 @@ struct Node {
 }
 
 impl Node {
-    fn new(vfs: Arc<dyn Vfs>, config: Config, listener: TcpListener, readiness: Readiness) -> Node {
+    fn new(vfs: Arc<dyn Vfs>, config: Config, listeners: Bound, readiness: Readiness) -> Node {
         let leaders = Arc::new(Leaders::new(
             vfs.clone(),
             config.broker_id,
@@ -181,6 +241,13 @@ impl Node {
         let timers = tokio::spawn(coordinators.clone().run_timers());
         let (publish, assignment) = watch::channel(None);
         let incarnation: u64 = madsim::rand::random();
+        let security = Arc::new(Security::new(vfs.clone(), config.security()));
+        // A broker without SASL listeners or ACLs reads neither document.
+        let sasl = config
+            .listeners()
+            .is_ok_and(|l| l.iter().any(|l| l.protocol.sasl()));
+        let security_refresher = (sasl || security.enforcing())
+            .then(|| tokio::spawn(security.clone().run_refresher(sasl)));
         let api = Api::new(
             vfs.clone(),
             ApiConfig {
@@ -191,10 +258,13 @@ impl Node {
                 default_partitions: config.num_partitions.max(1),
                 broker_configs: config.kafka_view(),
                 producer_id_block: config.producer_id_block,
+                inter_broker_listener: inter_broker_listener(&config),
+                endpoints: endpoints(&config),
             },
             leaders.clone(),
             coordinators.clone(),
             assignment,
+            security.clone(),
         );
         let session_timeout = session_timeout(&config);
         let agent = ControllerAgent::new(vfs.clone(), config.broker_id, session_timeout);
@@ -203,6 +273,7 @@ impl Node {
             incarnation,
             sequence: 0,
             advertised: config.advertised(),
+            endpoints: endpoints(&config),
             leaving: false,
             stuck: Vec::new(),
         };
@@ -216,8 +287,9 @@ impl Node {
             staging_sweep: StagingSweep::new(session_timeout),
             readiness,
             created: api.created(),
-            not_serving: Some((listener, Arc::new(api))),
-            server: None,
+            not_serving: Some((listeners, Arc::new(api))),
+            servers: Vec::new(),
+            security_refresher,
             transactions: None,
             hb,
             config,
@@ -318,14 +390,18 @@ impl Node {
             .get(&self.hb.broker_id)
             .is_some_and(|b| b.incarnation == self.hb.incarnation);
         self.readiness.observe(registered);
-        if let Some((listener, api)) = self.not_serving.take() {
-            tracing::info!(listen = %self.config.listen, "serving clients");
+        if let Some((listeners, api)) = self.not_serving.take() {
+            tracing::info!(listeners = listeners.len(), "serving clients");
             self.transactions = Some(tokio::spawn(api.clone().drive_transactions()));
-            self.server = Some(tokio::spawn(crate::protocol::server::serve(
-                listener,
-                api,
-                crate::protocol::ProtocolConfig::default(),
-            )));
+            for (info, socket) in listeners {
+                self.servers
+                    .push(tokio::spawn(crate::protocol::server::serve(
+                        socket,
+                        api.clone(),
+                        crate::protocol::ProtocolConfig::default(),
+                        info,
+                    )));
+            }
         }
     }
 
@@ -370,8 +446,11 @@ impl Node {
     }
 
     fn stop(self, health: Option<JoinHandle<()>>) {
-        if let Some(server) = self.server {
+        for server in self.servers {
             server.abort();
+        }
+        if let Some(r) = self.security_refresher {
+            r.abort();
         }
         if let Some(transactions) = self.transactions {
             transactions.abort();

@@ -154,6 +154,7 @@ mod tests {
             incarnation: 0xfeed,
             sequence,
             advertised: "kaas-1.kaas:9092".into(),
+            endpoints: Default::default(),
             leaving: false,
             stuck: Vec::new(),
         }

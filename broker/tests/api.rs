@@ -10,6 +10,7 @@ use broker::leaders::Leaders;
 use broker::log::topic::{self, TopicMeta};
 use broker::log::{LogConfig, batch};
 use broker::protocol::Handler;
+use broker::security::Session;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -41,6 +42,7 @@ fn api_on(
         0,
         broker::groups::GroupConfig::default(),
     ));
+    let vfs_for_security = vfs.clone();
     let api = Api::new(
         vfs,
         ApiConfig {
@@ -51,10 +53,16 @@ fn api_on(
             default_partitions: 1,
             broker_configs: Vec::new(),
             producer_id_block: 1000,
+            inter_broker_listener: Arc::from("PLAINTEXT"),
+            endpoints: Default::default(),
         },
         leaders.clone(),
         coordinators,
         assignment,
+        Arc::new(broker::security::Security::new(
+            vfs_for_security,
+            Default::default(),
+        )),
     );
     (api, leaders)
 }
@@ -114,7 +122,7 @@ impl Broker {
             .with_request_api_key(api as i16)
             .with_request_api_version(version);
         self.api
-            .handle(&header, request)
+            .handle(&mut Session::plaintext("127.0.0.1"), &header, request)
             .await
             .unwrap()
             .expect("a response")
@@ -383,7 +391,11 @@ async fn delete_topics_does_not_call_an_unreadable_topic_unknown() {
         .with_request_api_key(ApiKey::DeleteTopics as i16)
         .with_request_api_version(6);
     let ResponseKind::DeleteTopics(r) = api
-        .handle(&header, RequestKind::DeleteTopics(request))
+        .handle(
+            &mut Session::plaintext("127.0.0.1"),
+            &header,
+            RequestKind::DeleteTopics(request),
+        )
         .await
         .unwrap()
         .expect("a response")

@@ -35,6 +35,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
                 incarnation: u64::from(id) + 100,
                 sequence: 0,
                 advertised: format!("broker-{id}:9092"),
+                endpoints: Default::default(),
                 leaving: false,
                 stuck: Vec::new(),
             },

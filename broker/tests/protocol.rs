@@ -9,22 +9,47 @@ use broker::leaders::Leaders;
 use broker::log::LogConfig;
 use broker::protocol::frame::{read_frame, write_frame};
 use broker::protocol::{ProtocolConfig, server};
+use broker::security::{
+    AuthorizerConfig, Credential, Mechanism, Principal, Security, SecurityConfig, SecurityProtocol,
+};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, RequestHeader, ResponseHeader, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+};
+use kafka_protocol::messages::{
+    CreateAclsRequest, DescribeAclsRequest, MetadataRequest, RequestKind, ResponseKind,
+    SaslAuthenticateRequest, SaslAuthenticateResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_header_into_buffer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
+    start_secured(
+        config,
+        SecurityProtocol::Plaintext,
+        SecurityConfig::default(),
+    )
+    .await
+    .0
+}
+
+/// A broker on one listener of `protocol`, with its security state.
+async fn start_secured(
+    config: ProtocolConfig,
+    protocol: SecurityProtocol,
+    security: SecurityConfig,
+) -> (std::net::SocketAddr, Arc<Security>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let vfs: Arc<dyn vfs::Vfs> = Arc::new(vfs::MemVfs::new());
     let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
     let (_publish, assignment) = tokio::sync::watch::channel(None);
     let vfs_for_groups = vfs.clone();
+    vfs.mkdir(std::path::Path::new("security")).await.unwrap();
+    let security = Arc::new(Security::new(vfs.clone(), security));
     let api = Api::new(
         vfs,
         ApiConfig {
@@ -35,6 +60,8 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
             default_partitions: 1,
             broker_configs: Vec::new(),
             producer_id_block: 1000,
+            inter_broker_listener: Arc::from("INTERNAL"),
+            endpoints: Default::default(),
         },
         leaders,
         Arc::new(broker::groups::Coordinators::new(
@@ -43,9 +70,15 @@ async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
             broker::groups::GroupConfig::default(),
         )),
         assignment,
+        security.clone(),
     );
-    tokio::spawn(server::serve(listener, Arc::new(api), config));
-    addr
+    let info = server::ListenerInfo {
+        name: Arc::from(protocol.to_string().as_str()),
+        protocol,
+        tls: None,
+    };
+    tokio::spawn(server::serve(listener, Arc::new(api), config, info));
+    (addr, security)
 }
 
 fn api_versions_request(version: i16, correlation_id: i32) -> Bytes {
@@ -132,19 +165,23 @@ async fn an_unserved_api_is_refused_and_the_connection_stays_usable() {
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let mut buf = BytesMut::new();
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::SaslHandshake as i16)
-        .with_request_api_version(1)
+        .with_request_api_key(ApiKey::DescribeLogDirs as i16)
+        .with_request_api_version(4)
         .with_correlation_id(5)
         .with_client_id(Some(StrBytes::from_static_str("test")));
     encode_request_header_into_buffer(&mut buf, &header).unwrap();
-    SaslHandshakeRequest::default().encode(&mut buf, 1).unwrap();
+    DescribeLogDirsRequest::default()
+        .encode(&mut buf, 4)
+        .unwrap();
     write_frame(&mut conn, &buf).await.unwrap();
     let mut frame = read_frame(&mut conn, 1 << 20).await.unwrap().unwrap();
-    let header =
-        ResponseHeader::decode(&mut frame, ApiKey::SaslHandshake.response_header_version(1))
-            .unwrap();
+    let header = ResponseHeader::decode(
+        &mut frame,
+        ApiKey::DescribeLogDirs.response_header_version(4),
+    )
+    .unwrap();
     assert_eq!(header.correlation_id, 5);
-    let response = SaslHandshakeResponse::decode(&mut frame, 1).unwrap();
+    let response = DescribeLogDirsResponse::decode(&mut frame, 4).unwrap();
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
     write_frame(&mut conn, &api_versions_request(3, 6))
         .await
@@ -212,4 +249,333 @@ async fn bad_frames_close_only_their_connection() {
         .await
         .unwrap();
     assert!(read_frame(&mut fine, 1 << 20).await.unwrap().is_some());
+}
+
+/// Sends one request and reads its response; `None` if the broker closed
+/// the connection instead.
+async fn call(
+    conn: &mut TcpStream,
+    api: ApiKey,
+    version: i16,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let mut buf = BytesMut::new();
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(9)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    request.encode(&mut buf, version).unwrap();
+    write_frame(conn, &buf).await.ok()?;
+    let mut frame = read_frame(conn, 1 << 20).await.ok()??;
+    ResponseHeader::decode(&mut frame, api.response_header_version(version)).unwrap();
+    Some(ResponseKind::decode(api, &mut frame, version).unwrap())
+}
+
+async fn sasl_step(conn: &mut TcpStream, bytes: Vec<u8>) -> Option<SaslAuthenticateResponse> {
+    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+    match call(
+        conn,
+        ApiKey::SaslAuthenticate,
+        2,
+        RequestKind::SaslAuthenticate(request),
+    )
+    .await?
+    {
+        ResponseKind::SaslAuthenticate(r) => Some(r),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn handshake(conn: &mut TcpStream, mechanism: &'static str) -> SaslHandshakeResponse {
+    let request =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+    match call(
+        conn,
+        ApiKey::SaslHandshake,
+        1,
+        RequestKind::SaslHandshake(request),
+    )
+    .await
+    {
+        Some(ResponseKind::SaslHandshake(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn plain(conn: &mut TcpStream, user: &str, password: &str) -> Option<i16> {
+    assert_eq!(handshake(conn, "PLAIN").await.error_code, 0);
+    let token = format!("\0{user}\0{password}").into_bytes();
+    sasl_step(conn, token).await.map(|r| r.error_code)
+}
+
+fn with_user(security: &Security, user: &str, password: &str) -> impl Future<Output = ()> {
+    let cred = |m| Credential::from_password(m, password, b"salt-of-the-test", 4096).unwrap();
+    let (a, b) = (cred(Mechanism::Sha256), cred(Mechanism::Sha512));
+    let user = user.to_owned();
+    let done = security.change_credentials::<()>(move |c| {
+        c.upsert(&user, Mechanism::Sha256, a.clone());
+        c.upsert(&user, Mechanism::Sha512, b.clone());
+        Ok(())
+    });
+    async move { done.await.unwrap() }
+}
+
+fn metadata() -> RequestKind {
+    RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![])))
+}
+
+#[tokio::test]
+async fn a_sasl_listener_serves_nothing_before_authentication() {
+    let (addr, security) = start_secured(
+        ProtocolConfig::default(),
+        SecurityProtocol::SaslPlaintext,
+        SecurityConfig::default(),
+    )
+    .await;
+    with_user(&security, "alice", "pw").await;
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    // ApiVersions is fine, Metadata closes the connection.
+    write_frame(&mut conn, &api_versions_request(3, 1))
+        .await
+        .unwrap();
+    let frame = read_frame(&mut conn, 1 << 20).await.unwrap().unwrap();
+    assert_eq!(decode_api_versions(frame, 3).0, 1);
+    assert!(
+        call(&mut conn, ApiKey::Metadata, 12, metadata())
+            .await
+            .is_none()
+    );
+
+    // A wrong password: SASL_AUTHENTICATION_FAILED, then the connection closes.
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(plain(&mut conn, "alice", "nope").await, Some(58));
+    assert!(
+        call(&mut conn, ApiKey::Metadata, 12, metadata())
+            .await
+            .is_none()
+    );
+    // An unknown mechanism is refused with the ones offered.
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let r = handshake(&mut conn, "GSSAPI").await;
+    assert_eq!(r.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert!(r.mechanisms.iter().any(|m| m.as_str() == "SCRAM-SHA-512"));
+    // The right one: served.
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(plain(&mut conn, "alice", "pw").await, Some(0));
+    assert!(
+        call(&mut conn, ApiKey::Metadata, 12, metadata())
+            .await
+            .is_some()
+    );
+    // SaslHandshake v0: the token goes as a bare frame, the answer comes as one.
+    let v0 = || {
+        let r = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        RequestKind::SaslHandshake(r)
+    };
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let Some(ResponseKind::SaslHandshake(r)) =
+        call(&mut conn, ApiKey::SaslHandshake, 0, v0()).await
+    else {
+        panic!("no handshake answer");
+    };
+    assert_eq!(r.error_code, 0);
+    write_frame(&mut conn, b"\0alice\0pw").await.unwrap();
+    let answer = read_frame(&mut conn, 1 << 20).await.unwrap().unwrap();
+    assert!(answer.is_empty(), "PLAIN has nothing to say back");
+    assert!(
+        call(&mut conn, ApiKey::Metadata, 12, metadata())
+            .await
+            .is_some()
+    );
+    // ... and a wrong bare token closes the connection.
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    call(&mut conn, ApiKey::SaslHandshake, 0, v0())
+        .await
+        .unwrap();
+    write_frame(&mut conn, b"\0alice\0no").await.unwrap();
+    assert!(
+        read_frame(&mut conn, 1 << 20)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn scram_sha_512_and_256_authenticate_against_the_stored_credentials() {
+    use scram_rs::scram_sync::SyncScramClient;
+    use scram_rs::{ScramNonce, ScramResultClient, ScramSha256RustNative, ScramSha512RustNative};
+
+    #[derive(Debug)]
+    struct Client(&'static str, &'static str);
+    impl scram_rs::ScramAuthClient for &Client {
+        fn get_username(&self) -> &str {
+            self.0
+        }
+        fn get_password(&self) -> &str {
+            self.1
+        }
+    }
+    impl scram_rs::ScramCbHelper for &Client {}
+
+    async fn login<S: scram_rs::ScramHashing>(
+        addr: std::net::SocketAddr,
+        mechanism: &'static str,
+        who: &Client,
+    ) -> i16 {
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(handshake(&mut conn, mechanism).await.error_code, 0);
+        let mut client = SyncScramClient::<S, &Client, &Client>::new(
+            who,
+            ScramNonce::none().unwrap(),
+            scram_rs::ChannelBindType::None,
+            who,
+            false,
+        )
+        .unwrap();
+        let mut out = match client.init_client() {
+            ScramResultClient::Output(o) => o,
+            ScramResultClient::Completed => panic!("completed before starting"),
+        };
+        loop {
+            let Some(r) = sasl_step(&mut conn, out.into_bytes()).await else {
+                return -1;
+            };
+            if r.error_code != 0 {
+                return r.error_code;
+            }
+            let server = String::from_utf8(r.auth_bytes.to_vec()).unwrap();
+            out = match client.parse_response(&server) {
+                Ok(ScramResultClient::Output(o)) => o,
+                Ok(ScramResultClient::Completed) => {
+                    // Proved, and the server's signature checked out: served.
+                    assert!(
+                        call(&mut conn, ApiKey::Metadata, 12, metadata())
+                            .await
+                            .is_some()
+                    );
+                    return 0;
+                }
+                Err(e) => panic!("the client refused the server: {e}"),
+            };
+        }
+    }
+
+    let (addr, security) = start_secured(
+        ProtocolConfig::default(),
+        SecurityProtocol::SaslPlaintext,
+        SecurityConfig::default(),
+    )
+    .await;
+    with_user(&security, "bob", "hunter2").await;
+    let good = Client("bob", "hunter2");
+    assert_eq!(
+        login::<ScramSha512RustNative>(addr, "SCRAM-SHA-512", &good).await,
+        0
+    );
+    assert_eq!(
+        login::<ScramSha256RustNative>(addr, "SCRAM-SHA-256", &good).await,
+        0
+    );
+    let bad = Client("bob", "hunter3");
+    assert_eq!(
+        login::<ScramSha512RustNative>(addr, "SCRAM-SHA-512", &bad).await,
+        58
+    );
+    let nobody = Client("mallory", "hunter2");
+    assert_eq!(
+        login::<ScramSha512RustNative>(addr, "SCRAM-SHA-512", &nobody).await,
+        58
+    );
+}
+
+#[tokio::test]
+async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    let config = SecurityConfig {
+        authorizer: AuthorizerConfig {
+            enabled: true,
+            super_users: [Principal::user("admin")].into(),
+            allow_if_no_acl: false,
+        },
+        ..SecurityConfig::default()
+    };
+    let (addr, security) = start_secured(
+        ProtocolConfig::default(),
+        SecurityProtocol::SaslPlaintext,
+        config,
+    )
+    .await;
+    with_user(&security, "admin", "a").await;
+    with_user(&security, "carol", "c").await;
+    let mut carol = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(plain(&mut carol, "carol", "c").await, Some(0));
+    let mut admin = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(plain(&mut admin, "admin", "a").await, Some(0));
+
+    let allow_describe = AclCreation::default()
+        .with_resource_type(4) // CLUSTER
+        .with_resource_name(StrBytes::from_static_str("kafka-cluster"))
+        .with_resource_pattern_type(3) // LITERAL
+        .with_principal(StrBytes::from_static_str("User:carol"))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(8) // DESCRIBE
+        .with_permission_type(3); // ALLOW
+    let create = |c: AclCreation| {
+        RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![c]))
+    };
+    let describe = RequestKind::DescribeAcls(
+        DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1),
+    );
+    // Carol may neither change ACLs nor see them.
+    let Some(ResponseKind::CreateAcls(r)) = call(
+        &mut carol,
+        ApiKey::CreateAcls,
+        3,
+        create(allow_describe.clone()),
+    )
+    .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.results[0].error_code, 31, "CLUSTER_AUTHORIZATION_FAILED");
+    let Some(ResponseKind::DescribeAcls(r)) =
+        call(&mut carol, ApiKey::DescribeAcls, 3, describe.clone()).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 31);
+    // The admin grants her DESCRIBE on the cluster; a bad ACL is refused alone.
+    let bad = allow_describe
+        .clone()
+        .with_resource_name(StrBytes::from_static_str("other"));
+    let request = RequestKind::CreateAcls(
+        CreateAclsRequest::default().with_creations(vec![allow_describe.clone(), bad]),
+    );
+    let Some(ResponseKind::CreateAcls(r)) = call(&mut admin, ApiKey::CreateAcls, 3, request).await
+    else {
+        panic!()
+    };
+    let codes: Vec<i16> = r.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [0, 42], "the cluster resource is kafka-cluster");
+    let Some(ResponseKind::DescribeAcls(r)) =
+        call(&mut carol, ApiKey::DescribeAcls, 3, describe.clone()).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.resources.len(), 1);
+    assert_eq!(r.resources[0].acls[0].principal.as_str(), "User:carol");
+    // The ACL is version 1 of the document on the volume.
+    assert_eq!(security.acls().0, 1);
 }

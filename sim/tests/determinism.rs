@@ -74,6 +74,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         incarnation: 1,
         sequence,
         advertised: "x:1".into(),
+        endpoints: Default::default(),
         leaving: false,
         stuck: Vec::new(),
     };

@@ -17,6 +17,7 @@ impl Api {
         &self,
         req: FindCoordinatorRequest,
         version: i16,
+        listener: &str,
     ) -> FindCoordinatorResponse {
         let a = self.current();
         // 0: a group, 1: a transactional id (both in the coordinator slots);
@@ -36,7 +37,10 @@ impl Api {
                 .brokers
                 .get(&l.leader)
                 .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
-            let (host, port) = split_host_port(&b.advertised);
+            let endpoint = b
+                .endpoint(listener)
+                .ok_or(code(ResponseError::CoordinatorNotAvailable))?;
+            let (host, port) = split_host_port(endpoint);
             Ok((l.leader as i32, host, port))
         };
         if version >= 4 {

@@ -29,14 +29,20 @@ enum Found {
 }
 
 impl Api {
-    pub(super) async fn metadata(&self, req: MetadataRequest, version: i16) -> MetadataResponse {
+    pub(super) async fn metadata(
+        &self,
+        req: MetadataRequest,
+        version: i16,
+        listener: &str,
+    ) -> MetadataResponse {
         let a = self.current();
         let mut brokers: Vec<MetadataResponseBroker> = match &a {
             Some(a) => a
                 .brokers
                 .iter()
-                .map(|(id, b)| {
-                    let (host, port) = split_host_port(&b.advertised);
+                .filter_map(|(id, b)| Some((id, b.endpoint(listener)?)))
+                .map(|(id, endpoint)| {
+                    let (host, port) = split_host_port(endpoint);
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(*id as i32))
                         .with_host(StrBytes::from_string(host))
@@ -49,7 +55,7 @@ impl Api {
             .iter()
             .any(|b| b.node_id.0 == self.config.broker_id as i32)
         {
-            let (host, port) = split_host_port(&self.config.advertised);
+            let (host, port) = split_host_port(self.own_endpoint(listener));
             brokers.push(
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(self.config.broker_id as i32))
@@ -227,7 +233,11 @@ impl Api {
         base.with_topic_id(id).with_partitions(partitions)
     }
 
-    pub(super) fn describe_cluster(&self, req: DescribeClusterRequest) -> DescribeClusterResponse {
+    pub(super) fn describe_cluster(
+        &self,
+        req: DescribeClusterRequest,
+        listener: &str,
+    ) -> DescribeClusterResponse {
         // v1+: 1 asks for the brokers, 2 for the controllers, which Kafka
         // answers on a controller's listener only; kaas has no such
         // listener (every broker can become the controller).
@@ -243,8 +253,9 @@ impl Api {
         let brokers = a
             .iter()
             .flat_map(|a| a.brokers.iter())
-            .map(|(id, b)| {
-                let (host, port) = split_host_port(&b.advertised);
+            .filter_map(|(id, b)| Some((id, b.endpoint(listener)?)))
+            .map(|(id, endpoint)| {
+                let (host, port) = split_host_port(endpoint);
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(*id as i32))
                     .with_host(StrBytes::from_string(host))

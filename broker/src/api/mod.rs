@@ -27,6 +27,8 @@
 //! | `group_topics` | ConsumerGroupHeartbeat, ConsumerGroupDescribe: the topics they assign from (the rest is `crate::groups::consumer_api`) |
 //! | `txn` | InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions, DescribeProducers (TxnOffsetCommit is `crate::groups::txn_offsets`) |
 //! | `txn_markers` | WriteTxnMarkers, the markers of prepared transactions, KIP-890's check before a transactional produce |
+//! | `security_admin` | SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials, DescribeAcls, CreateAcls, DeleteAcls |
+//! | `authz` | the authorization of every request (`--authorizer acl`) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -46,7 +48,9 @@ use crate::log::topic::TopicMeta;
 use crate::log::{PartitionLog, topic};
 use crate::producer_ids::ProducerIds;
 use crate::protocol::{Handler, versions};
+use crate::security::{Security, Session, sasl};
 
+mod authz;
 mod configs;
 mod coordinator;
 mod fetch;
@@ -60,6 +64,7 @@ mod partitions;
 mod produce;
 mod producer_id;
 mod records;
+mod security_admin;
 mod topics;
 mod txn;
 mod txn_markers;
@@ -78,6 +83,11 @@ pub struct ApiConfig {
     pub broker_configs: Vec<crate::config::KafkaConfig>,
     /// Producer ids per claimed block (`--producer-id-block`).
     pub producer_id_block: u32,
+    /// The listener other brokers' requests come in on.
+    pub inter_broker_listener: Arc<str>,
+    /// This broker's listeners and their advertised addresses, when it has
+    /// several (one listener: `advertised`).
+    pub endpoints: BTreeMap<String, String>,
 }
 
 /// The request handler of one broker.
@@ -100,6 +110,8 @@ pub struct Api {
     peers: crate::peer::Peers,
     /// Transactional ids whose markers are being written.
     finishing: std::sync::Mutex<BTreeSet<String>>,
+    /// Credentials and ACLs.
+    security: Arc<Security>,
 }
 
 /// Kafka's internal topics. kaas keeps what they hold (committed offsets,
@@ -165,6 +177,7 @@ impl Api {
         leaders: Arc<Leaders>,
         coordinators: Arc<Coordinators>,
         assignment: watch::Receiver<Option<Assignment>>,
+        security: Arc<Security>,
     ) -> Self {
         let config_broker_id = config.broker_id;
         Self {
@@ -179,6 +192,7 @@ impl Api {
             created: Arc::new(Notify::new()),
             peers: crate::peer::Peers::new(config_broker_id),
             finishing: std::sync::Mutex::new(BTreeSet::new()),
+            security,
         }
     }
 
@@ -193,6 +207,14 @@ impl Api {
             broker: self.config.broker_id,
             incarnation: self.config.incarnation,
         }
+    }
+
+    /// Where clients of `listener` reach this broker.
+    fn own_endpoint(&self, listener: &str) -> &str {
+        self.config
+            .endpoints
+            .get(listener)
+            .map_or(&self.config.advertised, |e| e)
     }
 
     fn current(&self) -> Option<Assignment> {
@@ -324,28 +346,81 @@ impl Api {
 impl Handler for Api {
     async fn handle(
         &self,
+        session: &mut Session,
         header: &RequestHeader,
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String> {
-        let mut response = match self.dispatch(header, request).await? {
+        let now = tokio::time::Instant::now();
+        if let Some(why) = session.refusal(request_api(&request), now) {
+            return Err(why);
+        }
+        let request = match request {
+            RequestKind::SaslHandshake(r) => {
+                let v = header.request_api_version;
+                let r = sasl::handshake(&self.security, session, &r, v);
+                return Ok(Some(ResponseKind::SaslHandshake(r)));
+            }
+            RequestKind::SaslAuthenticate(r) => {
+                let r = sasl::authenticate(&self.security, session, &r, now);
+                return Ok(Some(ResponseKind::SaslAuthenticate(r)));
+            }
+            other => other,
+        };
+        let (request, merge) = if self.security.enforcing() {
+            match self.authorize(session, request).await {
+                authz::Authz::Proceed(request, merge) => (request, merge),
+                authz::Authz::Refuse(response) => return Ok(Some(response)),
+            }
+        } else {
+            (request, None)
+        };
+        let mut response = match self.dispatch(session, header, request).await? {
             Some(r) => r,
             None => return Ok(None),
         };
+        if let Some(merge) = merge {
+            merge(&mut response);
+        }
         null_messages::null_messages_on_success(&mut response);
         Ok(Some(response))
+    }
+
+    async fn raw_sasl_token(
+        &self,
+        session: &mut Session,
+        token: bytes::Bytes,
+    ) -> Result<bytes::Bytes, String> {
+        sasl::raw_token(&self.security, session, token, tokio::time::Instant::now())
+    }
+}
+
+/// The API of a decoded request.
+fn request_api(r: &RequestKind) -> kafka_protocol::messages::ApiKey {
+    use RequestKind as R;
+    use kafka_protocol::messages::ApiKey as K;
+    match r {
+        R::SaslHandshake(_) => K::SaslHandshake,
+        R::SaslAuthenticate(_) => K::SaslAuthenticate,
+        R::ApiVersions(_) => K::ApiVersions,
+        // Only the three above may come before authentication; the rest
+        // are told apart no further.
+        _ => K::Metadata,
     }
 }
 
 impl Api {
     async fn dispatch(
         &self,
+        session: &Session,
         header: &RequestHeader,
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String> {
         let v = header.request_api_version;
         Ok(Some(match request {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(versions::api_versions(v).0),
-            RequestKind::Metadata(r) => ResponseKind::Metadata(self.metadata(r, v).await),
+            RequestKind::Metadata(r) => {
+                ResponseKind::Metadata(self.metadata(r, v, &session.listener).await)
+            }
             RequestKind::Produce(r) => match self.produce(r, v).await {
                 Some(resp) => ResponseKind::Produce(resp),
                 None => return Ok(None),
@@ -359,7 +434,7 @@ impl Api {
                 ResponseKind::DeleteTopics(self.delete_topics(r, v).await)
             }
             RequestKind::DescribeCluster(r) => {
-                ResponseKind::DescribeCluster(self.describe_cluster(r))
+                ResponseKind::DescribeCluster(self.describe_cluster(r, &session.listener))
             }
             RequestKind::DescribeConfigs(r) => {
                 ResponseKind::DescribeConfigs(self.describe_configs(r).await)
@@ -375,7 +450,7 @@ impl Api {
                 ResponseKind::DeleteRecords(self.delete_records(r).await)
             }
             RequestKind::FindCoordinator(r) => {
-                ResponseKind::FindCoordinator(self.find_coordinator(r, v))
+                ResponseKind::FindCoordinator(self.find_coordinator(r, v, &session.listener))
             }
             RequestKind::InitProducerId(r) => {
                 ResponseKind::InitProducerId(self.init_producer_id(r).await)
@@ -455,6 +530,17 @@ impl Api {
             RequestKind::DescribeProducers(r) => {
                 ResponseKind::DescribeProducers(self.describe_producers(r).await)
             }
+            RequestKind::DescribeUserScramCredentials(r) => {
+                ResponseKind::DescribeUserScramCredentials(
+                    self.describe_user_scram_credentials(r).await,
+                )
+            }
+            RequestKind::AlterUserScramCredentials(r) => {
+                ResponseKind::AlterUserScramCredentials(self.alter_user_scram_credentials(r).await)
+            }
+            RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(self.describe_acls(r)),
+            RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(self.create_acls(r).await),
+            RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(self.delete_acls(r).await),
             other => return Err(format!("no handler for {other:?}")),
         }))
     }

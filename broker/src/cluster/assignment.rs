@@ -63,6 +63,22 @@ pub(crate) async fn ensure_cluster_id(vfs: &dyn Vfs, broker: u32) -> io::Result<
 pub struct BrokerEntry {
     pub advertised: String,
     pub incarnation: u64,
+    /// Listener name -> advertised address, for brokers with several
+    /// listeners; empty for one listener (then `advertised` serves all).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, String>,
+}
+
+impl BrokerEntry {
+    /// Where a client of `listener` reaches this broker: `None` if the
+    /// broker has no such listener (Kafka leaves it out of Metadata).
+    pub fn endpoint(&self, listener: &str) -> Option<&str> {
+        if self.endpoints.is_empty() {
+            Some(&self.advertised)
+        } else {
+            self.endpoints.get(listener).map(String::as_str)
+        }
+    }
 }
 
 impl Assignment {

@@ -34,6 +34,7 @@ struct Seen {
     incarnation: u64,
     sequence: u64,
     advertised: String,
+    endpoints: BTreeMap<String, String>,
     leaving: bool,
     stuck: Vec<(String, u32, u32)>,
     changed: Instant,
@@ -328,6 +329,7 @@ impl ControllerAgent {
                     let entry = BrokerEntry {
                         advertised: s.advertised.clone(),
                         incarnation: s.incarnation,
+                        endpoints: s.endpoints.clone(),
                     };
                     (*b, entry)
                 })
@@ -399,6 +401,7 @@ impl ControllerAgent {
                     incarnation: hb.incarnation,
                     sequence: hb.sequence,
                     advertised: hb.advertised,
+                    endpoints: hb.endpoints,
                     leaving: hb.leaving,
                     stuck: hb.stuck,
                     changed,

@@ -191,6 +191,7 @@ mod tests {
                     BrokerEntry {
                         advertised: String::new(),
                         incarnation: i,
+                        endpoints: Default::default(),
                     },
                 )
             })

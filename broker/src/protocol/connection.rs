@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::frame::{read_frame, write_frame};
 use super::{unsupported, versions};
+use crate::security::Session;
 
 #[derive(Clone, Debug)]
 pub struct ProtocolConfig {
@@ -38,11 +39,19 @@ impl Default for ProtocolConfig {
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync + 'static {
     /// `Ok(None)`: the request wants no response (a Produce with acks=0).
+    /// `Err`: the connection closes, with that reason in the log. The
+    /// session is the connection's: who it is, where its SASL stands.
     async fn handle(
         &self,
+        session: &mut Session,
         header: &RequestHeader,
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String>;
+
+    /// A bare SASL token (after SaslHandshake v0): the bare answer.
+    async fn raw_sasl_token(&self, _session: &mut Session, _token: Bytes) -> Result<Bytes, String> {
+        Err("a bare SASL token, but this handler does not authenticate".into())
+    }
 }
 
 /// Why a connection was closed instead of answered.
@@ -54,6 +63,7 @@ pub(crate) async fn serve_connection<S>(
     peer: String,
     handler: Arc<dyn Handler>,
     config: ProtocolConfig,
+    mut session: Session,
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
@@ -78,7 +88,7 @@ pub(crate) async fn serve_connection<S>(
         }
     });
     while let Some(frame) = rx.recv().await {
-        match respond(handler.as_ref(), frame).await {
+        match respond(handler.as_ref(), &mut session, frame).await {
             Ok(Some(out)) => {
                 if let Err(e) = write_frame(&mut wr, &out).await {
                     tracing::debug!(peer = %peer, error = %e, "client went away");
@@ -91,13 +101,28 @@ pub(crate) async fn serve_connection<S>(
                 break;
             }
         }
+        if let Some(why) = session.close_after_response.take() {
+            tracing::info!(peer = %peer, "closing connection: {why}");
+            break;
+        }
     }
     reader.abort();
 }
 
 /// Decodes one request frame and produces its response frame (`None` when
 /// the request expects no response).
-pub(crate) async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Option<Bytes>, Close> {
+pub(crate) async fn respond(
+    handler: &dyn Handler,
+    session: &mut Session,
+    frame: Bytes,
+) -> Result<Option<Bytes>, Close> {
+    if session.raw_tokens {
+        return handler
+            .raw_sasl_token(session, frame)
+            .await
+            .map(Some)
+            .map_err(|why| Close(format!("SASL authentication failed: {why}")));
+    }
     if frame.len() < 8 {
         return Err(Close(format!(
             "{}-byte frame is too short for a request header",
@@ -120,7 +145,7 @@ pub(crate) async fn respond(handler: &dyn Handler, frame: Bytes) -> Result<Optio
     let request = RequestKind::decode(api, &mut body, version)
         .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
     let response = handler
-        .handle(&header, request)
+        .handle(session, &header, request)
         .await
         .map_err(|e| Close(format!("{api:?} v{version} failed: {e}")))?;
     response
@@ -198,6 +223,7 @@ mod tests {
     impl Handler for Untouched {
         async fn handle(
             &self,
+            _: &mut Session,
             _: &RequestHeader,
             request: RequestKind,
         ) -> Result<Option<ResponseKind>, String> {
@@ -228,7 +254,9 @@ mod tests {
             let header = decode_request_header_from_buffer(&mut body).unwrap();
             refuse(&header, api, version, body)
         } else {
-            respond(&Untouched, framed).await.map(Option::unwrap)
+            respond(&Untouched, &mut Session::plaintext("test"), framed)
+                .await
+                .map(Option::unwrap)
         };
         let mut out = out.unwrap_or_else(|Close(why)| panic!("{api:?} v{version} closed: {why}"));
         let header =
@@ -361,7 +389,12 @@ mod tests {
             (ApiKey::ListOffsets, 0),
             (ApiKey::Metadata, 14),
         ] {
-            let out = respond(&Untouched, raw_frame(api, version, &[0; 16])).await;
+            let out = respond(
+                &Untouched,
+                &mut Session::plaintext("test"),
+                raw_frame(api, version, &[0; 16]),
+            )
+            .await;
             let Err(Close(why)) = out else {
                 panic!("{api:?} v{version} was answered");
             };
@@ -383,7 +416,8 @@ mod tests {
         assert!(why.contains("no response that could carry"), "{why}");
         // A malformed body of a decodable version.
         let torn = raw_frame(ApiKey::EndTxn, 3, &[0, 5, b'x']);
-        let Err(Close(why)) = respond(&Untouched, torn).await else {
+        let Err(Close(why)) = respond(&Untouched, &mut Session::plaintext("test"), torn).await
+        else {
             panic!("a torn EndTxn was answered");
         };
         assert!(why.contains("malformed"), "{why}");

@@ -54,6 +54,17 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    // Security. After SaslHandshake v0 the SASL tokens travel as bare
+    // frames, without Kafka's headers (clients before Kafka 1.0); librdkafka
+    // looks for v0 in the range before it authenticates at all.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    // v0 predates prefixed ACLs (KIP-290).
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 pub(crate) fn supported(api: ApiKey) -> Option<(i16, i16)> {

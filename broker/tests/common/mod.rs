@@ -69,6 +69,7 @@ pub fn live(brokers: impl IntoIterator<Item = (u32, u64)>) -> BTreeMap<u32, Brok
                 BrokerEntry {
                     advertised,
                     incarnation,
+                    endpoints: Default::default(),
                 },
             )
         })

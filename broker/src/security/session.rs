@@ -1,0 +1,115 @@
+//! One connection's identity: the listener it came in on, the principal it
+//! proved (or ANONYMOUS), and where its SASL exchange stands.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::ApiKey;
+use tokio::time::Instant;
+
+use super::listeners::SecurityProtocol;
+use super::principal::Principal;
+use super::sasl::Exchange;
+
+/// Where a connection's SASL authentication stands.
+pub enum SaslState {
+    /// Not a SASL listener.
+    Off,
+    /// Waiting for SaslHandshake (first, or a re-authentication).
+    Handshake,
+    /// SaslHandshake chose a mechanism; SaslAuthenticate exchanges follow.
+    Exchanging(Box<Exchange>),
+    /// Authenticated; the session ends at `expires` (KIP-368).
+    Done {
+        mechanism: String,
+        expires: Option<Instant>,
+    },
+}
+
+pub struct Session {
+    pub listener: Arc<str>,
+    pub protocol: SecurityProtocol,
+    pub principal: Principal,
+    /// The client's address (ACLs' host).
+    pub host: String,
+    pub sasl: SaslState,
+    /// Set once the first authentication completed: a re-authentication
+    /// must keep the principal (KIP-368).
+    pub authenticated_once: bool,
+    /// Set when the connection must close once this response is sent (a
+    /// failed authentication, as Kafka does).
+    pub close_after_response: Option<String>,
+    /// SaslHandshake v0 was answered: the SASL tokens come as bare frames
+    /// until the exchange ends.
+    pub raw_tokens: bool,
+}
+
+/// Who a request comes from, as the authorizer sees it.
+#[derive(Clone, Debug)]
+pub struct Who {
+    pub principal: Principal,
+    pub host: String,
+    pub listener: Arc<str>,
+}
+
+impl Session {
+    pub fn who(&self) -> Who {
+        Who {
+            principal: self.principal.clone(),
+            host: self.host.clone(),
+            listener: self.listener.clone(),
+        }
+    }
+
+    pub fn new(listener: Arc<str>, protocol: SecurityProtocol, host: String) -> Self {
+        Self {
+            listener,
+            protocol,
+            principal: Principal::anonymous(),
+            host,
+            sasl: if protocol.sasl() {
+                SaslState::Handshake
+            } else {
+                SaslState::Off
+            },
+            authenticated_once: false,
+            close_after_response: None,
+            raw_tokens: false,
+        }
+    }
+
+    /// A session of the default plaintext listener (tests, the simulator's
+    /// peers).
+    pub fn plaintext(host: &str) -> Self {
+        Self::new(
+            Arc::from("PLAINTEXT"),
+            SecurityProtocol::Plaintext,
+            host.to_owned(),
+        )
+    }
+
+    /// Why `api` may not be sent now, if it may not: before a SASL
+    /// listener's authentication only ApiVersions and the SASL requests
+    /// are, and after a session expired only a re-authentication is. Kafka
+    /// closes the connection then.
+    pub fn refusal(&self, api: ApiKey, now: Instant) -> Option<String> {
+        let sasl_api = matches!(
+            api,
+            ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        );
+        match &self.sasl {
+            SaslState::Off => None,
+            SaslState::Done { expires, .. } => match expires {
+                Some(at) if now >= *at && !sasl_api => Some(format!(
+                    "{api:?} after the SASL session of {} expired without re-authentication",
+                    self.principal
+                )),
+                _ => None,
+            },
+            SaslState::Handshake | SaslState::Exchanging(_) if !sasl_api => Some(format!(
+                "{api:?} before SASL authentication on listener {}",
+                self.listener
+            )),
+            _ => None,
+        }
+    }
+}

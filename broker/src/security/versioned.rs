@@ -1,0 +1,310 @@
+//! Cluster-wide documents changed by compare-and-swap, one file per version
+//! (`<dir>/<name>-<n>`): the SCRAM credentials and the ACLs.
+//!
+//! Any broker may take a change (an admin client talks to whichever broker
+//! it likes), so a change is a read, an edit and a write that must not lose
+//! a concurrent change. Version `n + 1` is made by exclusive create
+//! (`claim`): of two writers, exactly one gets it; the other re-reads and
+//! edits the newer document. The version number is the fence: nobody ever
+//! writes a version that exists, and readers never take an older version
+//! than one they already applied.
+//!
+//! A version that exists but holds no complete claim (its writer is slow,
+//! crashed, or lost its create's reply) cannot be read. A writer that finds
+//! the newest version so waits [`UNDECIDED_WAIT`] from the moment it first
+//! saw it, then writes the next version on top of the newest complete one.
+//! This cannot drop an acknowledged change, because a writer acknowledges
+//! only when its whole claim took less than [`WRITE_DEADLINE`] (well under
+//! the wait) from before its create: by the time anyone gives up on a
+//! version, a write that is going to be acknowledged has long completed.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use vfs::Vfs;
+use vfs::durable::{Claim, ClaimToken, claim, read_claim};
+
+/// A writer acknowledges its change only if its claim completed within this.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(4);
+/// How long a writer waits for an incomplete newest version to complete.
+pub const UNDECIDED_WAIT: Duration = Duration::from_secs(12);
+
+/// One versioned document on the volume.
+#[derive(Clone, Debug)]
+pub struct Versioned {
+    dir: PathBuf,
+    name: &'static str,
+}
+
+/// A version read: its number and its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub number: u64,
+    pub payload: Bytes,
+}
+
+/// Why a change was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError<E> {
+    /// The edit refused the change (the caller's own error).
+    #[error("{0}")]
+    Refused(E),
+    /// The volume failed, or the change could not be confirmed in time: it
+    /// may or may not take effect (like a Kafka request that timed out).
+    #[error("{0}")]
+    Volume(#[from] io::Error),
+}
+
+impl Versioned {
+    pub fn new(dir: impl Into<PathBuf>, name: &'static str) -> Self {
+        Self {
+            dir: dir.into(),
+            name,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, n: u64) -> PathBuf {
+        self.dir.join(format!("{}-{n:012}", self.name))
+    }
+
+    async fn exists(&self, vfs: &dyn Vfs, n: u64) -> io::Result<bool> {
+        vfs::exists_now(vfs, &self.path(n)).await
+    }
+
+    /// The number of the newest version that exists (complete or not), found
+    /// from `known` (a version known to exist, or 0) by galloping and
+    /// bisection: versions are dense, since a writer only ever creates the
+    /// one after the newest.
+    pub async fn top(&self, vfs: &dyn Vfs, known: u64) -> io::Result<u64> {
+        let (mut low, mut step) = (known, 1u64);
+        let high = loop {
+            let probe = low.saturating_add(step);
+            if !self.exists(vfs, probe).await? {
+                break probe;
+            }
+            low = probe;
+            step = step.saturating_mul(2);
+        };
+        // low exists (or is `known`), high does not.
+        let mut high = high;
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if self.exists(vfs, mid).await? {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        Ok(low)
+    }
+
+    /// The newest complete version above `known`, if any: what a reader that
+    /// applied `known` applies next (it never goes back).
+    pub async fn newer_than(&self, vfs: &dyn Vfs, known: u64) -> io::Result<Option<Version>> {
+        let top = self.top(vfs, known).await?;
+        self.newest_complete(vfs, known, top).await
+    }
+
+    async fn newest_complete(
+        &self,
+        vfs: &dyn Vfs,
+        above: u64,
+        top: u64,
+    ) -> io::Result<Option<Version>> {
+        let reader = ClaimToken::fresh("versioned-reader");
+        for n in (above + 1..=top).rev() {
+            match read_claim(vfs, &self.path(n), &reader).await? {
+                Claim::Lost { payload, .. } => {
+                    return Ok(Some(Version { number: n, payload }));
+                }
+                // A missing version below the top was never there to read
+                // (a volume damaged by hand): the older ones still count.
+                Claim::Undecided(_) | Claim::Won => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Applies `edit` to the newest document (`T::default()` before the
+    /// first version) and writes the result as the next version, retrying
+    /// on a concurrent change. Returns the version written and the document.
+    pub async fn change<T, E>(
+        &self,
+        vfs: &dyn Vfs,
+        edit: impl Fn(&mut T) -> Result<(), E>,
+    ) -> Result<(u64, T), ChangeError<E>>
+    where
+        T: Serialize + DeserializeOwned + Default,
+    {
+        let token = ClaimToken::fresh("versioned-writer");
+        // The incomplete newest version seen, and since when.
+        let mut undecided: Option<(u64, Instant)> = None;
+        for _ in 0..64 {
+            let top = self.top(vfs, 0).await?;
+            let (base, mut doc) = match self.newest_complete(vfs, 0, top).await? {
+                Some(v) => (v.number, decode::<T>(self.name, &v)?),
+                None => (0, T::default()),
+            };
+            if base < top {
+                let since = match undecided {
+                    Some((n, since)) if n == top => since,
+                    _ => Instant::now(),
+                };
+                undecided = Some((top, since));
+                if since.elapsed() < UNDECIDED_WAIT {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                tracing::warn!(
+                    document = self.name,
+                    version = top,
+                    "version still incomplete after {UNDECIDED_WAIT:?}: writing over it"
+                );
+            }
+            edit(&mut doc).map_err(ChangeError::Refused)?;
+            let json = serde_json::to_vec(&doc).map_err(io::Error::other)?;
+            let started = Instant::now();
+            match claim(vfs, &self.path(top + 1), &token, &json).await? {
+                Claim::Won if started.elapsed() < WRITE_DEADLINE => return Ok((top + 1, doc)),
+                Claim::Won => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "{} version {}: the write took {:?}, longer than the {WRITE_DEADLINE:?} \
+                             after which others may write over it; not confirmed",
+                            self.name,
+                            top + 1,
+                            started.elapsed()
+                        ),
+                    )
+                    .into());
+                }
+                Claim::Lost { .. } => continue,
+                Claim::Undecided(e) => {
+                    return Err(io::Error::other(format!(
+                        "{} version {}: the claim cannot be confirmed ({e}); it may or may not \
+                         take effect",
+                        self.name,
+                        top + 1
+                    ))
+                    .into());
+                }
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("{}: kept changing under this change", self.name),
+        )
+        .into())
+    }
+}
+
+/// Decodes a version's JSON.
+pub fn decode<T: DeserializeOwned>(name: &str, v: &Version) -> io::Result<T> {
+    serde_json::from_slice(&v.payload).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{name} version {}: {e}", v.number),
+        )
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use super::*;
+
+    async fn store(vfs: &dyn Vfs) -> Versioned {
+        vfs.mkdir(Path::new("security")).await.unwrap();
+        Versioned::new("security", "doc")
+    }
+
+    #[tokio::test]
+    async fn versions_are_found_by_galloping_and_never_go_back() {
+        let vfs = vfs::MemVfs::new();
+        let doc = store(&vfs).await;
+        assert_eq!(doc.newer_than(&vfs, 0).await.unwrap(), None);
+        for i in 1..=37u32 {
+            let (n, set) = doc
+                .change::<BTreeSet<u32>, ()>(&vfs, |s| {
+                    s.insert(i);
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            assert_eq!(n, u64::from(i));
+            assert_eq!(set.len(), i as usize);
+        }
+        assert_eq!(doc.top(&vfs, 0).await.unwrap(), 37);
+        assert_eq!(doc.top(&vfs, 20).await.unwrap(), 37);
+        let v = doc.newer_than(&vfs, 30).await.unwrap().unwrap();
+        assert_eq!(v.number, 37);
+        assert_eq!(doc.newer_than(&vfs, 37).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn concurrent_changes_are_all_kept() {
+        let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        let doc = store(vfs.as_ref()).await;
+        let mut tasks = Vec::new();
+        for i in 0..8u32 {
+            let (vfs, doc) = (vfs.clone(), doc.clone());
+            tasks.push(tokio::spawn(async move {
+                doc.change::<BTreeSet<u32>, ()>(vfs.as_ref(), |s| {
+                    s.insert(i);
+                    Ok(())
+                })
+                .await
+                .unwrap()
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let v = doc.newer_than(vfs.as_ref(), 0).await.unwrap().unwrap();
+        let set: BTreeSet<u32> = decode("doc", &v).unwrap();
+        assert_eq!(set, (0..8).collect());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_incomplete_version_is_waited_for_then_written_over() {
+        let vfs = vfs::MemVfs::new();
+        let doc = store(&vfs).await;
+        doc.change::<BTreeSet<u32>, ()>(&vfs, |s| {
+            s.insert(1);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        // A writer that crashed after its create: version 2, empty.
+        let f = vfs
+            .open(&doc.path(2), vfs::OpenOptions::create_new())
+            .await
+            .unwrap();
+        f.close().await.unwrap();
+        let started = Instant::now();
+        let (n, set) = doc
+            .change::<BTreeSet<u32>, ()>(&vfs, |s| {
+                s.insert(3);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(started.elapsed() >= UNDECIDED_WAIT);
+        assert_eq!((n, set), (3, BTreeSet::from([1, 3])));
+        let refused = doc.change::<BTreeSet<u32>, &str>(&vfs, |_| Err("no")).await;
+        assert!(matches!(refused, Err(ChangeError::Refused("no"))));
+    }
+}
