@@ -53,6 +53,7 @@ pub async fn run(
         .await?;
     }
     let mut node = Node::new(vfs, config, listeners, readiness);
+    node.load_security().await?;
     tracing::info!(
         broker_id = node.hb.broker_id,
         incarnation = format_args!("{:016x}", node.hb.incarnation),
@@ -201,6 +202,7 @@ struct Node {
     servers: Vec<JoinHandle<()>>,
     /// Reads newer credentials and ACLs.
     security_refresher: Option<JoinHandle<()>>,
+    security: Arc<Security>,
     /// Writes the markers of the transactions this broker coordinates.
     transactions: Option<JoinHandle<()>>,
     /// This run's first heartbeat.
@@ -242,12 +244,7 @@ impl Node {
         let (publish, assignment) = watch::channel(None);
         let incarnation: u64 = madsim::rand::random();
         let security = Arc::new(Security::new(vfs.clone(), config.security()));
-        // A broker without SASL listeners or ACLs reads neither document.
-        let sasl = config
-            .listeners()
-            .is_ok_and(|l| l.iter().any(|l| l.protocol.sasl()));
-        let security_refresher = (sasl || security.enforcing())
-            .then(|| tokio::spawn(security.clone().run_refresher(sasl)));
+
         let api = Api::new(
             vfs.clone(),
             ApiConfig {
@@ -289,11 +286,47 @@ impl Node {
             created: api.created(),
             not_serving: Some((listeners, Arc::new(api))),
             servers: Vec::new(),
-            security_refresher,
+            security_refresher: None,
+            security,
             transactions: None,
             hb,
             config,
         }
+    }
+
+    /// Loads the credentials (for SASL listeners) and the ACLs (when they
+    /// are enforced) before any client is served: a broker that served
+    /// before it read the ACLs would allow what they deny. Then keeps them
+    /// fresh. A broker with neither reads neither document.
+    async fn load_security(&mut self) -> io::Result<()> {
+        let sasl = self
+            .config
+            .listeners()
+            .is_ok_and(|l| l.iter().any(|l| l.protocol.sasl()));
+        let acls = self.security.enforcing();
+        if !sasl && !acls {
+            return Ok(());
+        }
+        let security = self.security.clone();
+        redrive("loading the credentials and ACLs", || async {
+            if sasl {
+                security.refresh_credentials().await?;
+            }
+            if acls {
+                security.refresh_acls().await?;
+            }
+            Ok(())
+        })
+        .await?;
+        let (version, _) = self.security.acls();
+        tracing::info!(
+            sasl,
+            acls,
+            acl_version = version,
+            "credentials and ACLs loaded"
+        );
+        self.security_refresher = Some(tokio::spawn(self.security.clone().run_refresher(sasl)));
+        Ok(())
     }
 
     /// Heartbeats go out from their own task, with what is stuck here.

@@ -57,6 +57,9 @@ pub struct Options {
     pub patient_producers: bool,
     /// Producer ids per block a broker claims (`--producer-id-block`).
     pub producer_id_block: u32,
+    /// Whether brokers enforce ACLs and the ACL admin and its probe run
+    /// (`guard`).
+    pub security: bool,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -96,6 +99,7 @@ impl Options {
             committer: true,
             next_members: true,
             transactions: true,
+            security: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -257,6 +261,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 clock,
                 frozen.clone(),
                 opts.producer_id_block,
+                opts.security,
             );
             if let Some(hook) = &hook {
                 hook.map(node.id(), id);
@@ -401,6 +406,25 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         clients.push(node);
         tasks.push(task);
     }
+    if opts.security {
+        for (role, ip) in [
+            ("acl-admin-0", crate::guard::ADMIN_IP),
+            ("acl-probe-0", crate::guard::PROBE_IP),
+        ] {
+            let node = handle.create_node().name(role).ip(IpAddr::V4(ip)).build();
+            let session = Session::new(role, opts.brokers, start, history.clone());
+            let volume: Arc<dyn Vfs> = Arc::new(nfs.host(OBSERVER_HOST));
+            let task = node.spawn(async move {
+                if role == "acl-admin-0" {
+                    crate::guard::admin(session, volume, faults_end).await;
+                } else {
+                    crate::guard::probe(session, faults_end).await;
+                }
+            });
+            clients.push(node);
+            tasks.push(task);
+        }
+    }
 
     let mut faults = schedule(
         &mut madsim::rand::thread_rng(),
@@ -511,6 +535,14 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
+    if opts.security {
+        let volume = nfs.host(OBSERVER_HOST);
+        let versions = reader
+            .spawn(async move { crate::guard::final_versions(&volume).await })
+            .await
+            .unwrap_or_default();
+        history.record(start.elapsed(), Event::AclVersions { versions });
+    }
     let events = history.events();
     for (at, e) in &events {
         trace.record(format!(
@@ -999,30 +1031,45 @@ fn start_broker(
     clock: WallClock,
     frozen: Frozen,
     producer_id_block: u32,
+    security: bool,
 ) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
-    let config = Config::try_parse_from([
-        "kaas".to_owned(),
-        "--broker-id".to_owned(),
-        id.to_string(),
-        "--listen".to_owned(),
-        format!("{ip}:9092"),
-        "--heartbeat-interval-secs".to_owned(),
-        HEARTBEAT_SECS.to_string(),
-        // No advertised-address self-check: nothing restarts a simulated
-        // broker that exits, and the network faults cut brokers off their
-        // own address too (the check has unit tests and ci/image.sh).
-        "--advertised-check-secs".to_owned(),
-        "0".to_owned(),
-        "--producer-id-block".to_owned(),
-        producer_id_block.to_string(),
-        // Consumer-protocol members (`next_members`) heartbeat every
-        // second; their session is `next_members::SESSION`.
-        "--group-consumer-heartbeat-interval-ms".to_owned(),
-        "1000".to_owned(),
-        "--group-consumer-session-timeout-ms".to_owned(),
-        crate::next_members::SESSION.as_millis().to_string(),
-    ])
+    // ACLs enforced, everything no ACL names open (`guard`).
+    let acls = [
+        "--authorizer",
+        "acl",
+        "--allow-everyone-if-no-acl-found",
+        "true",
+        "--security-refresh-ms",
+        "500",
+    ];
+    let acls = acls.iter().filter(|_| security).map(|a| (*a).to_owned());
+    let config = Config::try_parse_from(
+        [
+            "kaas".to_owned(),
+            "--broker-id".to_owned(),
+            id.to_string(),
+            "--listen".to_owned(),
+            format!("{ip}:9092"),
+            "--heartbeat-interval-secs".to_owned(),
+            HEARTBEAT_SECS.to_string(),
+            // No advertised-address self-check: nothing restarts a simulated
+            // broker that exits, and the network faults cut brokers off their
+            // own address too (the check has unit tests and ci/image.sh).
+            "--advertised-check-secs".to_owned(),
+            "0".to_owned(),
+            "--producer-id-block".to_owned(),
+            producer_id_block.to_string(),
+            // Consumer-protocol members (`next_members`) heartbeat every
+            // second; their session is `next_members::SESSION`.
+            "--group-consumer-heartbeat-interval-ms".to_owned(),
+            "1000".to_owned(),
+            "--group-consumer-session-timeout-ms".to_owned(),
+            crate::next_members::SESSION.as_millis().to_string(),
+        ]
+        .into_iter()
+        .chain(acls),
+    )
     .expect("simulator builds a valid broker config");
     let config = Config {
         wall_clock: clock,

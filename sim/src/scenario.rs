@@ -167,6 +167,7 @@ impl Scenario {
         opts.committer = false;
         opts.next_members = false;
         opts.transactions = false;
+        opts.security = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

@@ -107,6 +107,8 @@ pub const POINTS: &[&str] = &[
     "retention.unlinked",
     "roll.indexes-written",
     "roll.segment-created",
+    "security-change.claimed",
+    "security-change.read",
     "takeover.decided",
     "takeover.epoch-claimed",
     "takeover.fenced",
@@ -203,6 +205,10 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "txn-offsets.marker-applied",
             "flush.synced",
         ],
+    ),
+    (
+        "security",
+        &["security-change.read", "security-change.claimed"],
     ),
     (
         "topics",

@@ -256,6 +256,31 @@ pub enum Event {
     },
     /// That group's committed offsets once every transaction ended.
     TxnRogueFinal { offsets: Vec<(i32, i64)> },
+    /// The ACL admin (`guard`) changed the ACLs: added the DENY (`deny`) or
+    /// the ALLOW / removed the DENY; `top` is the newest ACL version on the
+    /// volume once the change ended (acknowledged or not).
+    AclChange {
+        deny: bool,
+        start: Duration,
+        acked: bool,
+        top: Option<u64>,
+        /// When `top` was read: no version above it existed then.
+        read_at: Duration,
+    },
+    /// The ACL versions on the volume after the run: whether each denies
+    /// the probe (`None`: no complete claim, never applied by anyone;
+    /// `Some(None)`: unreadable, taken as allowing).
+    AclVersions {
+        versions: Vec<(u64, Option<Option<bool>>)>,
+    },
+    /// A broker answered the probe's write to the guarded topic: accepted,
+    /// or refused under ACL `version`.
+    AclProbe {
+        broker: u32,
+        sent: Duration,
+        allowed: bool,
+        version: Option<u64>,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -442,6 +467,27 @@ pub fn describe(e: &Event) -> String {
             label,
             code,
         } => format!("{client} txn {label} offsets for a group never added -> {code:?}"),
+        Event::AclVersions { versions } => format!("acl-versions {versions:?}"),
+        Event::AclChange {
+            deny,
+            start,
+            acked,
+            top,
+            ..
+        } => format!(
+            "acl-change {} began {:.3}s acked={acked} newest-version={top:?}",
+            if *deny { "deny" } else { "allow" },
+            start.as_secs_f64()
+        ),
+        Event::AclProbe {
+            broker,
+            sent,
+            allowed,
+            version,
+        } => format!(
+            "acl-probe broker={broker} sent {:.3}s allowed={allowed} version={version:?}",
+            sent.as_secs_f64()
+        ),
         Event::TxnRogueFinal { offsets } => {
             format!("never-added group's offsets at the end: {offsets:?}")
         }

@@ -233,10 +233,47 @@ impl Security {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        if !self.enforcing() {
-            return true;
-        }
+        self.decide(who, operation, resource_type, name, true)
+    }
+
+    /// A check that chooses between ways of answering (may this principal
+    /// auto-create, list every group?), not a refusal: no audit line.
+    pub fn allowed_quietly(
+        &self,
+        session: &Session,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        !self.enforcing() || self.decide(&session.who(), operation, resource_type, name, false)
+    }
+
+    fn decide(
+        &self,
+        who: &Who,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+        audit: bool,
+    ) -> bool {
+        self.decide_at(who, operation, resource_type, name, audit).0
+    }
+
+    /// The decision and the version of the ACLs it was made under (a
+    /// refusal names it, so an operator, and the simulator, can tell which
+    /// set refused).
+    pub fn decide_at(
+        &self,
+        who: &Who,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+        audit: bool,
+    ) -> (bool, u64) {
         let (version, acls) = self.acls();
+        if !self.enforcing() {
+            return (true, version);
+        }
         let ok = self.config.authorizer.allowed(
             &acls,
             &who.principal,
@@ -245,7 +282,7 @@ impl Security {
             resource_type,
             name,
         );
-        if !ok {
+        if !ok && audit {
             tracing::info!(
                 target: "kaas::audit",
                 principal = %who.principal,
@@ -258,7 +295,7 @@ impl Security {
                 "denied"
             );
         }
-        ok
+        (ok, version)
     }
 
     /// Whether ACLs are enforced at all (a shortcut for the hot paths).

@@ -170,10 +170,13 @@ impl Versioned {
                     "version still incomplete after {UNDECIDED_WAIT:?}: writing over it"
                 );
             }
+            vfs::fault_point!(vfs, "security-change.read");
             edit(&mut doc).map_err(ChangeError::Refused)?;
             let json = serde_json::to_vec(&doc).map_err(io::Error::other)?;
             let started = Instant::now();
-            match claim(vfs, &self.path(top + 1), &token, &json).await? {
+            let claimed = claim(vfs, &self.path(top + 1), &token, &json).await?;
+            vfs::fault_point!(vfs, "security-change.claimed");
+            match claimed {
                 Claim::Won if started.elapsed() < WRITE_DEADLINE => return Ok((top + 1, doc)),
                 Claim::Won => {
                     return Err(io::Error::new(

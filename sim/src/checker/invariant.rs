@@ -59,6 +59,7 @@ invariants! {
     AbortedOffsets = "aborted-offsets": "Offsets sent to a transaction take effect only if it commits, and those of an acknowledged commit (or newer ones) do.",
     UnjoinedWrite = "unjoined-write": "A transactional write to a partition, or an offset commit for a group, that did not join its transaction is refused (KIP-890) and never takes effect.",
     FencedWrite = "fenced-write": "No write or commit of a producer epoch is acknowledged once a newer epoch of its transactional id was handed out.",
+    AclRegression = "acl-regression": "A broker that refused a write under ACL version v never accepts one later unless a version after v that allows it was begun before: no broker goes back to an older ACL set.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }
 

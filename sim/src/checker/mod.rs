@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::workload::{Event, Outcome, PARTITIONS};
 
+mod acls;
 mod epochs;
 mod groups;
 mod invariant;
@@ -41,6 +42,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     }
     trim::check(events, &mut out);
     txns::check(events, &mut out);
+    acls::check(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -354,6 +356,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::TxnFinal { .. } => &[I::AbortedRead, I::Liveness],
             Event::TxnOffsetsFinal { .. } => &[I::AbortedOffsets],
             Event::TxnRogueOffsets { .. } | Event::TxnRogueFinal { .. } => &[I::UnjoinedWrite],
+            Event::AclProbe { allowed: true, .. } => &[I::AclRegression],
             _ => &[],
         };
         for k in keys {

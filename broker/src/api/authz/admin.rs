@@ -49,7 +49,13 @@ impl Api {
     /// KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the
     /// cluster, or WRITE on some topic.
     fn may_write_idempotently(&self, s: &Session) -> bool {
-        if self.may_cluster(s, Operation::IdempotentWrite) {
+        let cluster = crate::security::acl::CLUSTER_NAME;
+        if self.may_quietly(
+            s,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            cluster,
+        ) {
             return true;
         }
         let (_, acls) = self.security.acls();

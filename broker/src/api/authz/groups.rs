@@ -171,7 +171,12 @@ impl Api {
             }
             R::ListGroups(r) => {
                 // DESCRIBE on the cluster lists every group (Kafka's rule).
-                if self.may_cluster(s, Operation::Describe) {
+                if self.may_quietly(
+                    s,
+                    Operation::Describe,
+                    ResourceType::Cluster,
+                    crate::security::acl::CLUSTER_NAME,
+                ) {
                     return Authz::Proceed(R::ListGroups(r), None);
                 }
                 let (security, who) = (self.security.clone(), s.who());

@@ -58,6 +58,17 @@ impl Api {
         self.security.allowed(s, op, t, name)
     }
 
+    /// A probe, not a refusal: no audit line when denied.
+    pub(super) fn may_quietly(
+        &self,
+        s: &Session,
+        op: Operation,
+        t: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.security.allowed_quietly(s, op, t, name)
+    }
+
     pub(super) fn may_topic(&self, s: &Session, op: Operation, name: &str) -> bool {
         self.may(s, op, ResourceType::Topic, name)
     }

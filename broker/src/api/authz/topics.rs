@@ -20,6 +20,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{Authz, Merge, topic_denied, txn_id_denied};
@@ -80,25 +81,51 @@ impl Api {
                     ));
                 }
                 let names = self.names_of(r.topic_data.iter().map(|t| t.topic_id)).await;
+                let who = s.who();
+                let mut refused_under = BTreeMap::new();
                 let (ok, denied) = split(std::mem::take(&mut r.topic_data), |t| {
                     let name = names
                         .get(&t.topic_id)
                         .map_or(name_of(&t.name), String::as_str);
                     // An id nobody knows is the handler's to refuse.
-                    (!t.topic_id.is_nil() && !names.contains_key(&t.topic_id))
-                        || self.may_topic(s, Operation::Write, name)
+                    if !t.topic_id.is_nil() && !names.contains_key(&t.topic_id) {
+                        return true;
+                    }
+                    let (ok, version) = self.security.decide_at(
+                        &who,
+                        Operation::Write,
+                        ResourceType::Topic,
+                        name,
+                        true,
+                    );
+                    if !ok {
+                        refused_under.insert(name.to_owned(), version);
+                    }
+                    ok
                 });
                 r.topic_data = ok;
                 let denied: Vec<TopicProduceResponse> = denied
                     .into_iter()
                     .map(|t| {
+                        let name = names
+                            .get(&t.topic_id)
+                            .cloned()
+                            .unwrap_or_else(|| name_of(&t.name).to_owned());
+                        let why = format!(
+                            "not authorized to write to topic {name} (ACL version {})",
+                            refused_under.get(&name).copied().unwrap_or_default()
+                        );
                         TopicProduceResponse::default()
                             .with_name(t.name)
                             .with_topic_id(t.topic_id)
                             .with_partition_responses(
                                 t.partition_data
                                     .iter()
-                                    .map(|p| produce_error(p.index, topic_denied()))
+                                    .map(|p| {
+                                        produce_error(p.index, topic_denied()).with_error_message(
+                                            Some(StrBytes::from_string(why.clone())),
+                                        )
+                                    })
                                     .collect(),
                             )
                     })
@@ -187,7 +214,12 @@ impl Api {
             }
             R::Metadata(mut r) => {
                 // Auto-creation needs CREATE on the cluster or the topic.
-                let create_all = self.may_cluster(s, Operation::Create);
+                let create_all = self.may_quietly(
+                    s,
+                    Operation::Create,
+                    ResourceType::Cluster,
+                    crate::security::acl::CLUSTER_NAME,
+                );
                 if let Some(topics) = r.topics.take() {
                     let names = self.names_of(topics.iter().map(|t| t.topic_id)).await;
                     let (ok, no) = split(topics, |t| {
@@ -203,9 +235,14 @@ impl Api {
                     });
                     if !create_all
                         && ok.iter().any(|t| {
-                            t.name
-                                .as_ref()
-                                .is_some_and(|n| !self.may_topic(s, Operation::Create, name_of(n)))
+                            t.name.as_ref().is_some_and(|n| {
+                                !self.may_quietly(
+                                    s,
+                                    Operation::Create,
+                                    ResourceType::Topic,
+                                    name_of(n),
+                                )
+                            })
                         })
                     {
                         r.allow_auto_topic_creation = false;
@@ -290,7 +327,12 @@ impl Api {
                 )
             }
             R::CreateTopics(mut r) => {
-                let all = self.may_cluster(s, Operation::Create);
+                let all = self.may_quietly(
+                    s,
+                    Operation::Create,
+                    ResourceType::Cluster,
+                    crate::security::acl::CLUSTER_NAME,
+                );
                 let (ok, denied) = split(std::mem::take(&mut r.topics), |t| {
                     all || self.may_topic(s, Operation::Create, name_of(&t.name))
                 });
