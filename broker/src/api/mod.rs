@@ -351,7 +351,9 @@ impl Handler for Api {
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String> {
         let now = tokio::time::Instant::now();
-        if let Some(why) = session.refusal(request_api(&request), now) {
+        let api = kafka_protocol::messages::ApiKey::try_from(header.request_api_key)
+            .map_err(|_| format!("unknown API key {}", header.request_api_key))?;
+        if let Some(why) = session.refusal(api, now) {
             return Err(why);
         }
         let request = match request {
@@ -391,20 +393,6 @@ impl Handler for Api {
         token: bytes::Bytes,
     ) -> Result<bytes::Bytes, String> {
         sasl::raw_token(&self.security, session, token, tokio::time::Instant::now())
-    }
-}
-
-/// The API of a decoded request.
-fn request_api(r: &RequestKind) -> kafka_protocol::messages::ApiKey {
-    use RequestKind as R;
-    use kafka_protocol::messages::ApiKey as K;
-    match r {
-        R::SaslHandshake(_) => K::SaslHandshake,
-        R::SaslAuthenticate(_) => K::SaslAuthenticate,
-        R::ApiVersions(_) => K::ApiVersions,
-        // Only the three above may come before authentication; the rest
-        // are told apart no further.
-        _ => K::Metadata,
     }
 }
 

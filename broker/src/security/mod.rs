@@ -223,9 +223,11 @@ impl Security {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        !self.enforcing() || self.allowed_for(&session.who(), operation, resource_type, name)
+        !self.enforcing() || self.decide(&session.who(), operation, resource_type, name, true)
     }
 
+    /// Whether a listing (all topics, all groups) shows `who` this
+    /// resource: leaving it out refuses nothing, so no audit line.
     pub fn allowed_for(
         &self,
         who: &Who,
@@ -233,7 +235,7 @@ impl Security {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.decide(who, operation, resource_type, name, true)
+        self.decide(who, operation, resource_type, name, false)
     }
 
     /// A check that chooses between ways of answering (may this principal
