@@ -280,9 +280,11 @@ impl Coordinators {
         producer: (i64, i16),
         partitions: Vec<(String, i32)>,
     ) -> Result<(), i16> {
-        self.change_txn(id, producer, |r, now_ms| r.add(partitions, now_ms))
-            .await
-            .map(|_| ())
+        self.change_txn(id, producer, TxnRecord::check_producer, |r, now_ms| {
+            r.add(partitions, now_ms)
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Applies `change` to the current producer's record of `id` and
@@ -292,6 +294,7 @@ impl Coordinators {
         &self,
         id: &str,
         (producer_id, epoch): (i64, i16),
+        check: fn(&TxnRecord, i64, i16) -> Result<(), i16>,
         change: impl FnOnce(&mut TxnRecord, i64) -> Result<bool, i16>,
     ) -> Result<(std::sync::Arc<Slot>, bool), i16> {
         let slot = self.txn_slot(id)?;
@@ -301,7 +304,7 @@ impl Coordinators {
             None => return Err(code(ResponseError::InvalidProducerIdMapping)),
             Some(e) => e.record.clone(),
         };
-        record.check_producer(producer_id, epoch)?;
+        check(&record, producer_id, epoch)?;
         let changed = change(&mut record, now_ms)?;
         if changed {
             let persisted = slot.persist_txn(&mut txns, record).await;
@@ -345,7 +348,12 @@ impl Coordinators {
     /// answer; the markers follow.
     pub async fn end_txn(&self, id: &str, producer: (i64, i16), commit: bool) -> Result<(), i16> {
         let (slot, decided) = self
-            .change_txn(id, producer, |r, now_ms| r.end(commit, now_ms))
+            .change_txn(
+                id,
+                producer,
+                TxnRecord::check_ending_producer,
+                |r, now_ms| r.end(commit, now_ms),
+            )
             .await?;
         if decided {
             vfs::fault_point!(slot.vfs, "txn-end.prepared");

@@ -125,6 +125,26 @@ impl TxnRecord {
         Ok(())
     }
 
+    /// EndTxn's check: `check_producer`, except for the producer whose open
+    /// transaction was aborted for it (its timeout, or its own
+    /// InitProducerId) and whose bumped epoch has opened nothing since: it
+    /// gets INVALID_PRODUCER_ID_MAPPING, which clients answer by claiming
+    /// that epoch (KIP-360, KIP-588) and carrying on, instead of
+    /// PRODUCER_FENCED, which they take as fatal. A client whose commit or
+    /// abort raced its transaction's timeout by a millisecond is not a
+    /// zombie; a producer fenced by a newer instance still is.
+    pub fn check_ending_producer(&self, producer_id: i64, epoch: i16) -> Result<(), i16> {
+        let aborted_for_it = producer_id == self.producer_id
+            && epoch >= 0
+            && epoch == self.last_producer_epoch
+            && epoch < self.producer_epoch
+            && matches!(self.state, TxnState::PrepareAbort | TxnState::CompleteAbort);
+        if aborted_for_it {
+            return Err(code(ResponseError::InvalidProducerIdMapping));
+        }
+        self.check_producer(producer_id, epoch)
+    }
+
     /// Adds partitions to the transaction, opening it if none is open.
     /// `Ok(false)`: all were in already (nothing to persist).
     pub fn add(
@@ -266,9 +286,19 @@ mod tests {
         assert_eq!((r.state, r.producer_epoch), (TxnState::PrepareAbort, 4));
         assert_eq!(r.last_producer_epoch, 3, "its producer may claim epoch 4");
         assert_eq!(r.check_producer(7, 3), Err(90));
+        // Its EndTxn, late: a retriable answer, which makes it claim 4.
+        assert_eq!(r.check_ending_producer(7, 3), Err(49));
         r.complete(4);
+        assert_eq!(r.check_ending_producer(7, 3), Err(49));
+        assert_eq!(r.check_ending_producer(7, 2), Err(90), "older still");
         r.add([p("t", 0)], 5).unwrap();
+        assert_eq!(
+            r.check_ending_producer(7, 3),
+            Err(90),
+            "epoch 4 opened a transaction: 3 is fenced for good"
+        );
         r.abort_and_fence(6, false);
         assert_eq!((r.producer_epoch, r.last_producer_epoch), (5, -1));
+        assert_eq!(r.check_ending_producer(7, 4), Err(90), "a newer instance");
     }
 }
