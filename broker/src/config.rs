@@ -207,6 +207,36 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(10..))]
     pub security_refresh_ms: u64,
 
+    /// Client connections this broker holds at most, over all listeners but
+    /// the inter-broker one (max.connections); more are closed on accept.
+    #[arg(long, env = "KAAS_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+
+    /// Connections one client address holds at most (max.connections.per.ip).
+    /// Clients behind one NAT share an address: raise it for them.
+    #[arg(long, env = "KAAS_MAX_CONNECTIONS_PER_IP", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections_per_ip: u64,
+
+    /// Largest request accepted, in bytes (socket.request.max.bytes); a
+    /// larger one closes its connection.
+    #[arg(long, env = "KAAS_SOCKET_REQUEST_MAX_BYTES", default_value_t = 104_857_600,
+          value_parser = clap::value_parser!(u64).range(1024..=2_147_483_647))]
+    pub socket_request_max_bytes: u64,
+
+    /// Bytes of requests one connection may have read and not yet answered
+    /// (pipelined requests); beyond it the broker stops reading from that
+    /// connection until answers go out. A single larger request is read alone.
+    #[arg(long, env = "KAAS_MAX_IN_FLIGHT_BYTES_PER_CONNECTION", default_value_t = 104_857_600,
+          value_parser = clap::value_parser!(u64).range(1024..=4_294_967_295))]
+    pub max_in_flight_bytes_per_connection: u64,
+
+    /// A connection with no request for this long is closed
+    /// (connections.max.idle.ms); 0: never.
+    #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000)]
+    pub connections_max_idle_ms: u64,
+
     /// Instead of running a broker: a tool that works on the volume.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -360,6 +390,26 @@ impl Config {
             },
             entry("log.dirs", self.data_dir.display().to_string(), "data_dir"),
             entry(
+                "max.connections",
+                self.max_connections.to_string(),
+                "max_connections",
+            ),
+            entry(
+                "max.connections.per.ip",
+                self.max_connections_per_ip.to_string(),
+                "max_connections_per_ip",
+            ),
+            entry(
+                "socket.request.max.bytes",
+                self.socket_request_max_bytes.to_string(),
+                "socket_request_max_bytes",
+            ),
+            entry(
+                "connections.max.idle.ms",
+                self.connections_max_idle_ms.to_string(),
+                "connections_max_idle_ms",
+            ),
+            entry(
                 "num.partitions",
                 self.num_partitions.to_string(),
                 "num_partitions",
@@ -395,6 +445,35 @@ impl Config {
                 "group_consumer_heartbeat_interval_ms",
             ),
         ]
+    }
+
+    /// What each client connection is held to: the caps of
+    /// `--max-connections`, `--max-connections-per-ip`,
+    /// `--socket-request-max-bytes`, `--max-in-flight-bytes-per-connection`
+    /// and `--connections-max-idle-ms`, logged as the broker starts.
+    pub fn protocol(&self) -> crate::protocol::ProtocolConfig {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let config = crate::protocol::ProtocolConfig {
+            max_frame_bytes: size(self.socket_request_max_bytes),
+            max_in_flight_bytes: size(self.max_in_flight_bytes_per_connection),
+            idle_timeout: (self.connections_max_idle_ms > 0)
+                .then(|| std::time::Duration::from_millis(self.connections_max_idle_ms)),
+            limits: crate::protocol::limits::ConnectionLimits::new(
+                size(self.max_connections),
+                size(self.max_connections_per_ip),
+            ),
+            ..Default::default()
+        };
+        tracing::info!(
+            max_connections = self.max_connections,
+            max_connections_per_ip = self.max_connections_per_ip,
+            socket_request_max_bytes = self.socket_request_max_bytes,
+            max_in_flight_requests_per_connection = config.max_in_flight,
+            max_in_flight_bytes_per_connection = self.max_in_flight_bytes_per_connection,
+            connections_max_idle_ms = self.connections_max_idle_ms,
+            "connection limits"
+        );
+        config
     }
 
     /// The inter-broker listener's advertised address: what other brokers

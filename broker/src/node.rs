@@ -154,6 +154,7 @@ async fn listen(config: &Config) -> io::Result<(Bound, Option<JoinHandle<()>>, R
         let info = ListenerInfo {
             name: Arc::from(l.name.as_str()),
             protocol: l.protocol,
+            inter_broker: *inter_broker_listener(config) == *l.name,
             #[cfg(not(madsim))]
             tls: l.protocol.tls().then(|| tls.clone()).flatten(),
         };
@@ -426,12 +427,13 @@ impl Node {
         if let Some((listeners, api)) = self.not_serving.take() {
             tracing::info!(listeners = listeners.len(), "serving clients");
             self.transactions = Some(tokio::spawn(api.clone().drive_transactions()));
+            let protocol = self.config.protocol();
             for (info, socket) in listeners {
                 self.servers
                     .push(tokio::spawn(crate::protocol::server::serve(
                         socket,
                         api.clone(),
-                        crate::protocol::ProtocolConfig::default(),
+                        protocol.clone(),
                         info,
                     )));
             }

@@ -75,6 +75,7 @@ async fn start_secured(
     let info = server::ListenerInfo {
         name: Arc::from(protocol.to_string().as_str()),
         protocol,
+        inter_broker: false,
         tls: None,
     };
     tokio::spawn(server::serve(listener, Arc::new(api), config, info));
@@ -578,4 +579,61 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
     assert_eq!(r.resources[0].acls[0].principal.as_str(), "User:carol");
     // The ACL is version 1 of the document on the volume.
     assert_eq!(security.acls().0, 1);
+}
+
+/// A connection from `source` (any 127/8 address reaches the listener).
+async fn connect_from(addr: std::net::SocketAddr, source: [u8; 4]) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+async fn answers(conn: &mut TcpStream) -> bool {
+    if write_frame(conn, &api_versions_request(3, 1))
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    matches!(read_frame(conn, 1 << 20).await, Ok(Some(_)))
+}
+
+#[tokio::test]
+async fn connections_over_a_cap_are_closed_and_places_come_back() {
+    let limits = broker::protocol::limits::ConnectionLimits::new(3, 2);
+    let addr = start(ProtocolConfig {
+        limits: limits.clone(),
+        ..ProtocolConfig::default()
+    })
+    .await;
+    let mut a1 = connect_from(addr, [127, 0, 0, 1]).await;
+    let mut a2 = connect_from(addr, [127, 0, 0, 1]).await;
+    assert!(answers(&mut a1).await && answers(&mut a2).await);
+    // A third from the same address: over --max-connections-per-ip.
+    let mut a3 = connect_from(addr, [127, 0, 0, 1]).await;
+    assert!(
+        !answers(&mut a3).await,
+        "a third connection from one address"
+    );
+    // Another address gets in, up to the broker's total of three.
+    let mut b1 = connect_from(addr, [127, 0, 0, 2]).await;
+    assert!(answers(&mut b1).await);
+    let mut c1 = connect_from(addr, [127, 0, 0, 3]).await;
+    assert!(!answers(&mut c1).await, "a fourth connection to the broker");
+    // A closed connection gives its place back.
+    drop(a1);
+    for _ in 0..100 {
+        if limits.held() < 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let mut c2 = connect_from(addr, [127, 0, 0, 3]).await;
+    assert!(
+        answers(&mut c2).await,
+        "a place freed by a closed connection"
+    );
+    assert!(answers(&mut a2).await && answers(&mut b1).await);
 }

@@ -1,20 +1,24 @@
 //! One client connection: frames in, requests decoded, answered in order.
 //!
-//! A reader task reads ahead up to `max_in_flight` frames (pipelining);
-//! when that many wait, it stops reading and TCP pushes back on the client
-//! (backpressure). Responses go out in request order. A frame that cannot
+//! A reader task reads ahead up to `max_in_flight` frames, and no more than
+//! `max_in_flight_bytes` of them (pipelining); when that many wait, it
+//! stops reading and TCP pushes back on the client (backpressure).
+//! Responses go out in request order. A connection that sends nothing for
+//! `idle_timeout` while nothing of it is being answered is closed. A frame that cannot
 //! be a request closes the connection with a log line; nothing panics. A
 //! request of a version this broker does not serve is answered with
 //! UNSUPPORTED_VERSION where the protocol allows (see `unsupported`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::frame::{read_frame, write_frame};
+use super::frame::{read_length, read_payload, write_frame};
+use super::limits::ConnectionLimits;
 use super::{unsupported, versions};
 use crate::security::Session;
 
@@ -24,6 +28,13 @@ pub struct ProtocolConfig {
     pub max_frame_bytes: usize,
     /// Requests read ahead of the one being answered.
     pub max_in_flight: usize,
+    /// Bytes of requests a connection holds at once, read ahead or being
+    /// answered; a request larger than this is still read, alone.
+    pub max_in_flight_bytes: usize,
+    /// A connection idle this long is closed (connections.max.idle.ms).
+    pub idle_timeout: Option<Duration>,
+    /// The caps on connections, shared by all listeners of a broker.
+    pub limits: Arc<ConnectionLimits>,
 }
 
 impl Default for ProtocolConfig {
@@ -31,6 +42,9 @@ impl Default for ProtocolConfig {
         Self {
             max_frame_bytes: 100 * 1024 * 1024,
             max_in_flight: 16,
+            max_in_flight_bytes: 100 * 1024 * 1024,
+            idle_timeout: Some(Duration::from_secs(600)),
+            limits: Arc::new(ConnectionLimits::default()),
         }
     }
 }
@@ -68,18 +82,34 @@ pub(crate) async fn serve_connection<S>(
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(config.max_in_flight.max(1));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(config.max_in_flight.max(1));
     let max = config.max_frame_bytes;
+    // Semaphore permits are u32s: a budget is capped at 4 GiB.
+    let budget_bytes = u32::try_from(config.max_in_flight_bytes.max(1)).unwrap_or(u32::MAX);
+    let budget = Arc::new(tokio::sync::Semaphore::new(budget_bytes as usize));
     let reader_peer = peer.clone();
     let reader = tokio::spawn(async move {
         loop {
-            match read_frame(&mut rd, max).await {
-                Ok(Some(frame)) => {
-                    if tx.send(frame).await.is_err() {
+            let size = match read_length(&mut rd, max).await {
+                Ok(Some(size)) => size,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
+                    return;
+                }
+            };
+            // Room for the request before its bytes are read: what waits
+            // stays in the client's socket buffer, not in this broker.
+            let want = u32::try_from(size).unwrap_or(u32::MAX).min(budget_bytes);
+            let Ok(room) = budget.clone().acquire_many_owned(want).await else {
+                return;
+            };
+            match read_payload(&mut rd, size).await {
+                Ok(frame) => {
+                    if tx.send((frame, room)).await.is_err() {
                         return;
                     }
                 }
-                Ok(None) => return,
                 Err(e) => {
                     tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
                     return;
@@ -87,7 +117,22 @@ pub(crate) async fn serve_connection<S>(
             }
         }
     });
-    while let Some(frame) = rx.recv().await {
+    loop {
+        let next = match config.idle_timeout {
+            Some(idle) => match tokio::time::timeout(idle, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    tracing::info!(
+                        peer = %peer,
+                        idle_ms = idle.as_millis() as u64,
+                        "closing connection: idle (--connections-max-idle-ms)"
+                    );
+                    break;
+                }
+            },
+            None => rx.recv().await,
+        };
+        let Some((frame, room)) = next else { break };
         match respond(handler.as_ref(), &mut session, frame).await {
             Ok(Some(out)) => {
                 if let Err(e) = write_frame(&mut wr, &out).await {
@@ -101,6 +146,7 @@ pub(crate) async fn serve_connection<S>(
                 break;
             }
         }
+        drop(room);
         if let Some(why) = session.close_after_response.take() {
             tracing::info!(peer = %peer, "closing connection: {why}");
             break;
@@ -421,5 +467,138 @@ mod tests {
             panic!("a torn EndTxn was answered");
         };
         assert!(why.contains("malformed"), "{why}");
+    }
+
+    /// Real sockets' backpressure (madsim's tokio has no duplex pipe).
+    #[cfg(not(madsim))]
+    mod limits {
+        use super::*;
+
+        /// Answers ApiVersions once let go, counting the requests it was given.
+        struct Held {
+            go: tokio::sync::Semaphore,
+            seen: std::sync::atomic::AtomicUsize,
+        }
+
+        #[async_trait::async_trait]
+        impl Handler for Held {
+            async fn handle(
+                &self,
+                _: &mut Session,
+                _: &RequestHeader,
+                _: RequestKind,
+            ) -> Result<Option<ResponseKind>, String> {
+                self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.go.acquire().await.map_err(|e| e.to_string())?.forget();
+                Ok(Some(ResponseKind::ApiVersions(
+                    m::ApiVersionsResponse::default(),
+                )))
+            }
+        }
+
+        /// How many of 40 pipelined 200-byte requests a client gets written
+        /// while the broker answers none, with `budget` bytes in flight.
+        async fn written_while_held(budget: usize) -> usize {
+            let request = RequestKind::ApiVersions(
+                m::ApiVersionsRequest::default()
+                    .with_client_software_name(StrBytes::from("x".repeat(160)))
+                    .with_client_software_version(StrBytes::from_static_str("1")),
+            );
+            let one = frame(ApiKey::ApiVersions, 3, &request);
+            // A small pipe: what the broker has not read stays with the client.
+            let (client, server) = tokio::io::duplex(64);
+            let handler = Arc::new(Held {
+                go: tokio::sync::Semaphore::new(0),
+                seen: Default::default(),
+            });
+            let config = ProtocolConfig {
+                max_in_flight_bytes: budget,
+                ..ProtocolConfig::default()
+            };
+            let served = tokio::spawn(serve_connection(
+                server,
+                "test".into(),
+                handler.clone(),
+                config,
+                Session::plaintext("test"),
+            ));
+            let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (mut rd, mut wr) = tokio::io::split(client);
+            let counter = written.clone();
+            let writer = tokio::spawn(async move {
+                for _ in 0..40 {
+                    write_frame(&mut wr, &one).await.unwrap();
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let held = written.load(std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(handler.seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+            // Let everything through: every request is answered, in order.
+            handler.go.add_permits(40);
+            for _ in 0..40 {
+                assert!(
+                    crate::protocol::frame::read_frame(&mut rd, 1 << 20)
+                        .await
+                        .unwrap()
+                        .is_some()
+                );
+            }
+            writer.await.unwrap();
+            drop(rd);
+            served.abort();
+            held
+        }
+
+        #[tokio::test]
+        async fn bytes_in_flight_are_capped_per_connection() {
+            // 16 requests read ahead without a byte cap; 1,000 bytes hold 5
+            // (one being answered, four waiting), a sixth's length is read.
+            let uncapped = written_while_held(100 << 20).await;
+            let capped = written_while_held(1000).await;
+            assert!(uncapped >= 16, "{uncapped} requests written without a cap");
+            assert!(
+                capped <= 6,
+                "{capped} requests written with 1,000 bytes in flight"
+            );
+            // A request larger than the whole budget is still read, alone.
+            assert!(written_while_held(100).await >= 1);
+        }
+
+        #[tokio::test]
+        async fn an_idle_connection_is_closed_and_a_busy_one_is_not() {
+            let config = ProtocolConfig {
+                idle_timeout: Some(Duration::from_millis(200)),
+                ..ProtocolConfig::default()
+            };
+            let handler = Arc::new(Held {
+                go: tokio::sync::Semaphore::new(1000),
+                seen: Default::default(),
+            });
+            let request = RequestKind::ApiVersions(m::ApiVersionsRequest::default());
+            let one = frame(ApiKey::ApiVersions, 3, &request);
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let served = tokio::spawn(serve_connection(
+                server,
+                "test".into(),
+                handler,
+                config,
+                Session::plaintext("test"),
+            ));
+            for _ in 0..8 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                write_frame(&mut client, &one).await.unwrap();
+                assert!(
+                    crate::protocol::frame::read_frame(&mut client, 1 << 20)
+                        .await
+                        .unwrap()
+                        .is_some()
+                );
+            }
+            tokio::time::timeout(Duration::from_secs(5), served)
+                .await
+                .expect("an idle connection was not closed")
+                .unwrap();
+        }
     }
 }

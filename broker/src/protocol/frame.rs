@@ -21,6 +21,19 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<Option<Bytes>, FrameError> {
+    match read_length(r, max).await? {
+        Some(size) => read_payload(r, size).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a frame's length prefix, checked against `max`; `Ok(None)` on a
+/// clean end of stream. The payload follows (`read_payload`): a reader
+/// may wait in between, for room to hold it.
+pub async fn read_length<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<usize>, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -35,9 +48,17 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if size > max {
         return Err(FrameError::TooLarge { size, max });
     }
+    Ok(Some(size))
+}
+
+/// Reads the `size` bytes of payload after a length prefix.
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    size: usize,
+) -> Result<Bytes, FrameError> {
     let mut buf = BytesMut::zeroed(size);
     match r.read_exact(&mut buf).await {
-        Ok(_) => Ok(Some(buf.freeze())),
+        Ok(_) => Ok(buf.freeze()),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(FrameError::Truncated),
         Err(e) => Err(e.into()),
     }

@@ -2,6 +2,7 @@
 
 pub mod connection;
 pub mod frame;
+pub mod limits;
 pub mod server;
 pub mod unsupported;
 pub mod versions;

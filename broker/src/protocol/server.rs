@@ -15,6 +15,8 @@ use crate::security::{SecurityProtocol, Session};
 pub struct ListenerInfo {
     pub name: Arc<str>,
     pub protocol: SecurityProtocol,
+    /// The brokers' own listener: outside the cap on client connections.
+    pub inter_broker: bool,
     #[cfg(not(madsim))]
     pub tls: Option<Arc<crate::security::tls::Reloading>>,
 }
@@ -35,6 +37,14 @@ pub async fn serve(
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let admitted = match config.limits.admit(peer.ip(), info.inter_broker) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        config.limits.log_refusal(&info.name, peer, &why);
+                        drop(stream);
+                        continue;
+                    }
+                };
                 // Small responses go out at once: with Nagle's algorithm a
                 // response waits for the client's delayed ACK of the one
                 // before (40 ms on Linux) whenever requests are pipelined.
@@ -43,6 +53,7 @@ pub async fn serve(
                 }
                 let (handler, config, info) = (handler.clone(), config.clone(), info.clone());
                 tokio::spawn(async move {
+                    let _admitted = admitted;
                     let session =
                         Session::new(info.name.clone(), info.protocol, peer.ip().to_string());
                     #[cfg(not(madsim))]
