@@ -18,7 +18,11 @@
 #     SIGTERM and hands its partitions off; every acknowledged message is
 #     consumed exactly once; and the start-up checks refuse a broker of
 #     another cluster, a broker id already live, a read-only volume and a
-#     missing data directory, each with its message.
+#     missing data directory, each with its message;
+#  4. the secured overlay (deploy/overlays/secure): its bootstrap Job and
+#     three brokers run as its manifests say (user, read-only root
+#     filesystem, Secret mounts, environment), clients on SASL_SSL with
+#     SCRAM, users and ACLs made through the admin API.
 #
 # Needs root (rootful podman). Installs what it needs itself.
 set -euo pipefail
@@ -42,7 +46,7 @@ podman_flags=(--runtime runc --ulimit "nofile=$nofile:$nofile" --ulimit nproc=40
 
 step "tools"
 missing=()
-for tool in podman:podman runc:runc debootstrap:debootstrap kcat:kcat python3:python3; do
+for tool in podman:podman runc:runc debootstrap:debootstrap kcat:kcat python3:python3 openssl:openssl; do
     command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
@@ -67,7 +71,7 @@ if ! command -v kubectl >/dev/null; then
 fi
 rendered=$cache/manifests
 mkdir -p "$rendered"
-for overlay in base overlays/example; do
+for overlay in base overlays/example overlays/secure; do
     out=$rendered/$(echo "$overlay" | tr / -).yaml
     "$kubectl" kustomize "deploy/$overlay" >"$out"
     for version in 1.28.0 1.37.0; do
@@ -145,4 +149,7 @@ podman run --rm "${podman_flags[@]}" "$image" --version
 
 step "smoke test: three containers on one volume"
 bash ci/image/smoke.sh "$image" "${podman_flags[@]}"
+
+step "smoke test: the secured overlay (SASL_SSL, ACLs, read-only root filesystem)"
+bash ci/image/secure_smoke.sh "$image" "$rendered/overlays-secure.yaml" "${podman_flags[@]}"
 echo "ci/image.sh: 1 passed, 0 failed ($((SECONDS - start)) s)"
