@@ -3,7 +3,7 @@ same run: see the module docs of each phase below and README.md.
 
 Run: bash ci/bench/run            (all phases)
      bash ci/bench/run produce    (some phases: bounds produce latency e2e
-                                   txn failover sim)
+                                   txn tls failover sim)
 
 Clients: confluent-kafka (librdkafka) from Python, one process per producer.
 Every figure is printed next to its bound; absolute numbers on a shared
@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -190,6 +191,7 @@ def producer_process(bootstrap, topic, size, partitions, count, conf, rate, out)
         p.produce(topic, payload, partition=0)
     p.flush(60)
     start = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     interval = 1.0 / rate if rate else 0.0
     for i in range(count):
         if interval:
@@ -209,7 +211,9 @@ def producer_process(bootstrap, topic, size, partitions, count, conf, rate, out)
         if i % 500 == 0:
             p.poll(0)
     p.flush(300)
-    out.put((time.perf_counter() - start, latencies, errors[0]))
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
+    out.put((time.perf_counter() - start, latencies, errors[0], cpu))
 
 
 def produce(bootstrap, topic, size, partitions, producers, conf, rate=None, count=MESSAGES):
@@ -234,6 +238,7 @@ def produce(bootstrap, topic, size, partitions, producers, conf, rate=None, coun
     return {
         "msgs": acked / secs, "mbps": acked * size / 1e6 / secs, "acked": acked, "sent": per * producers,
         "errors": errors, "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "p999": pct(lat, 0.999),
+        "client_cpu": sum(r[3] for r in results), "secs": secs,
     }
 
 
@@ -337,6 +342,49 @@ def transactions(cluster, txns, per_txn=100, size=1024):
             rows.append(row)
             say(f"  {row['records_s']:,.0f} records/s" + (f", {row['txns_s']:,.1f} txns/s" if row["txns_s"] else "")
                 + f", broker CPU {broker_cpu:.2f} s over {secs:.2f} s; read_committed {row['read_committed']:,.0f}/s")
+    return rows
+
+
+def tls_cost(data, size=1024, count=5 * MESSAGES):
+    """Produce through a PLAINTEXT and an SSL listener of one broker, the
+    runs alternating on the same data directory: throughput, and CPU
+    seconds of the broker and of the clients over each run (a side near
+    the run's wall time x its cores is the bottleneck)."""
+    pki = os.path.join(data, "pki")
+    os.makedirs(pki)
+    crt, key = os.path.join(pki, "tls.crt"), os.path.join(pki, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    plain, tls = free_port(), free_port()
+    proc = start_kaas(["--data-dir", data, "--broker-id", "0",
+                       "--listeners", f"PLAIN://127.0.0.1:{plain},TLS://127.0.0.1:{tls}",
+                       "--listener-security-protocol-map", "PLAIN:PLAINTEXT,TLS:SSL",
+                       "--ssl-cert-file", crt, "--ssl-key-file", key],
+                      plain, os.path.join(data, "kaas.log"), env={**os.environ, "KAAS_LOG": "info"})
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+    rows = []
+    try:
+        for partitions, producers in ((1, 1), (8, 4)):
+            for listener in ("PLAINTEXT", "SSL"):
+                topic = f"tls-{listener}-{partitions}-{producers}"
+                admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
+                conf = {"linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1000000}
+                bootstrap = f"127.0.0.1:{plain}"
+                if listener == "SSL":
+                    conf.update({"security.protocol": "SSL", "ssl.ca.location": crt})
+                    bootstrap = f"127.0.0.1:{tls}"
+                say(f"produce over {listener}: {count} x {size} B, {partitions} partition(s), {producers} producer(s)")
+                before = cpu_seconds(proc.pid)
+                r = produce(bootstrap, topic, size, partitions, producers, conf, count=count)
+                r.update(listener=listener, partitions=partitions, producers=producers, size=size,
+                         broker_cpu=cpu_seconds(proc.pid) - before)
+                rows.append(r)
+                say(f"  {r['mbps']:.1f} MB/s, broker CPU {r['broker_cpu']:.2f} s, clients CPU {r['client_cpu']:.2f} s, "
+                    f"wall {r['secs']:.2f} s")
+    finally:
+        proc.kill()
+        proc.wait()
     return rows
 
 
@@ -506,7 +554,7 @@ def plot(curves, fsync_ms, path):
 
 
 def main():
-    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "txn", "failover", "sim"}
+    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "txn", "tls", "failover", "sim"}
     os.makedirs(OUT, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = {"machine": machine(), "started": stamp, "messages": MESSAGES}
@@ -604,6 +652,10 @@ def main():
                 results["txn"] = transactions(c, txns=int(os.environ.get("KAAS_BENCH_TXNS", "300")))
             finally:
                 c.stop()
+
+        if "tls" in phases:
+            os.makedirs(os.path.join(shm, "tls"), exist_ok=True)
+            results["tls"] = tls_cost(os.path.join(shm, "tls"))
 
         if "failover" in phases:
             st = 10
@@ -710,6 +762,22 @@ def render(r):
             lines.append(f"| {x['kind']} | {x['partitions']} | {x['per_txn'] if x['kind'] == 'transactional' else '-'} | "
                          f"{txns} | {x['records_s']:,.0f} | {x['mbps']:.1f} | {x['broker_cpu']:.2f} | {client} | "
                          f"{x['secs']:.2f} | {x['read_committed']:,.0f} | {x['read_uncommitted']:,.0f} |")
+        lines.append("")
+    if "tls" in r:
+        lines += [f"TLS: {5 * r['messages']:,} messages per row through a PLAINTEXT and an SSL listener of the same broker (1 KB, acks=all, "
+                  "linger.ms=5, data on tmpfs so that neither run waits for a disk; rustls on the broker, OpenSSL in "
+                  "librdkafka), runs alternating. MB per broker CPU-second is the broker's cost; CPU seconds of the "
+                  "broker and the client processes against the run's wall time (2 cores) show who is the bottleneck:",
+                  "",
+                  "| partitions | producers | listener | MB/s | vs PLAINTEXT | broker CPU s | MB per broker CPU-s | clients CPU s | wall s |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        plain = {(x["partitions"], x["producers"]): x for x in r["tls"] if x["listener"] == "PLAINTEXT"}
+        for x in r["tls"]:
+            base = plain[(x["partitions"], x["producers"])]
+            mb = x["acked"] * x["size"] / 1e6
+            lines.append(f"| {x['partitions']} | {x['producers']} | {x['listener']} | {x['mbps']:.1f} | "
+                         f"{x['mbps'] / base['mbps']:.2f} | {x['broker_cpu']:.2f} | "
+                         f"{mb / x['broker_cpu'] if x['broker_cpu'] else 0:,.0f} | {x['client_cpu']:.2f} | {x['secs']:.2f} |")
         lines.append("")
     for how, label in (("kill", "kill -9 of the leader"), ("term", "controlled shutdown (SIGTERM) of the leader")):
         k = f"failover_{how}"
