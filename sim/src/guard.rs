@@ -109,25 +109,40 @@ async fn newest(volume: &dyn Vfs) -> Option<u64> {
 pub async fn final_versions(volume: &dyn Vfs) -> Vec<(u64, Option<Option<bool>>)> {
     use broker::security::AclSet;
     use broker::security::acl::{Operation, Permission};
-    use vfs::durable::{Claim, ClaimToken, read_claim};
     let Some(top) = newest(volume).await else {
         return Vec::new();
     };
-    let reader = ClaimToken::fresh("acl-checker");
+    read_versions(volume, "acls", top, |payload| {
+        serde_json::from_slice::<AclSet>(payload).ok().map(|set| {
+            set.acls.iter().any(|a| {
+                a.permission == Permission::Deny
+                    && a.operation == Operation::Write
+                    && a.host == PROBE_IP.to_string()
+            })
+        })
+    })
+    .await
+}
+
+/// Versions 1 to `top` of the security document `name`, each judged by
+/// `refuses` (whether it refuses the probe; `None`: unreadable): `None` for
+/// a version with no complete claim (never applied by anyone).
+pub(crate) async fn read_versions(
+    volume: &dyn Vfs,
+    name: &str,
+    top: u64,
+    refuses: impl Fn(&[u8]) -> Option<bool>,
+) -> Vec<(u64, Option<Option<bool>>)> {
+    use vfs::durable::{Claim, ClaimToken, read_claim};
+    let reader = ClaimToken::fresh("security-checker");
     let mut out = Vec::new();
     for n in 1..=top {
-        let path = std::path::PathBuf::from(format!("security/acls-{n:012}"));
+        let path = std::path::PathBuf::from(format!("security/{name}-{n:012}"));
         let mut seen = Some(None);
         for _ in 0..5 {
             match read_claim(volume, &path, &reader).await {
                 Ok(Claim::Lost { payload, .. }) => {
-                    seen = Some(serde_json::from_slice::<AclSet>(&payload).ok().map(|set| {
-                        set.acls.iter().any(|a| {
-                            a.permission == Permission::Deny
-                                && a.operation == Operation::Write
-                                && a.host == PROBE_IP.to_string()
-                        })
-                    }));
+                    seen = Some(refuses(&payload));
                     break;
                 }
                 Ok(_) => {

@@ -410,15 +410,20 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         for (role, ip) in [
             ("acl-admin-0", crate::guard::ADMIN_IP),
             ("acl-probe-0", crate::guard::PROBE_IP),
+            ("credential-admin-0", crate::logins::ADMIN_IP),
+            ("login-probe-0", crate::logins::PROBE_IP),
         ] {
             let node = handle.create_node().name(role).ip(IpAddr::V4(ip)).build();
             let session = Session::new(role, opts.brokers, start, history.clone());
             let volume: Arc<dyn Vfs> = Arc::new(nfs.host(OBSERVER_HOST));
             let task = node.spawn(async move {
-                if role == "acl-admin-0" {
-                    crate::guard::admin(session, volume, faults_end).await;
-                } else {
-                    crate::guard::probe(session, faults_end).await;
+                match role {
+                    "acl-admin-0" => crate::guard::admin(session, volume, faults_end).await,
+                    "acl-probe-0" => crate::guard::probe(session, faults_end).await,
+                    "credential-admin-0" => {
+                        crate::logins::admin(session, volume, faults_end).await;
+                    }
+                    _ => crate::logins::probe(session, faults_end).await,
                 }
             });
             clients.push(node);
@@ -542,6 +547,12 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .await
             .unwrap_or_default();
         history.record(start.elapsed(), Event::AclVersions { versions });
+        let volume = nfs.host(OBSERVER_HOST);
+        let versions = reader
+            .spawn(async move { crate::logins::final_versions(&volume).await })
+            .await
+            .unwrap_or_default();
+        history.record(start.elapsed(), Event::CredentialVersions { versions });
     }
     let events = history.events();
     for (at, e) in &events {
@@ -1034,16 +1045,24 @@ fn start_broker(
     security: bool,
 ) -> NodeHandle {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
-    // ACLs enforced, everything no ACL names open (`guard`).
-    let acls = [
-        "--authorizer",
-        "acl",
-        "--allow-everyone-if-no-acl-found",
-        "true",
-        "--security-refresh-ms",
-        "500",
+    // ACLs enforced, everything no ACL names open (`guard`); logins with
+    // the stored credentials on a SASL_PLAINTEXT listener (`logins`).
+    let secured = [
+        "--authorizer".to_owned(),
+        "acl".to_owned(),
+        "--allow-everyone-if-no-acl-found".to_owned(),
+        "true".to_owned(),
+        "--security-refresh-ms".to_owned(),
+        "500".to_owned(),
+        "--listeners".to_owned(),
+        format!(
+            "PLAINTEXT://{ip}:9092,SASL_PLAINTEXT://{ip}:{}",
+            crate::logins::SASL_PORT
+        ),
+        "--inter-broker-listener-name".to_owned(),
+        "PLAINTEXT".to_owned(),
     ];
-    let acls = acls.iter().filter(|_| security).map(|a| (*a).to_owned());
+    let acls = secured.into_iter().filter(|_| security);
     let config = Config::try_parse_from(
         [
             "kaas".to_owned(),

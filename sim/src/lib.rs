@@ -20,6 +20,7 @@
 //! | `next_members` | members of a consumer-protocol group (KIP-848), for consumer-group-overlap |
 //! | `transactor` | transactional producers (commit, abort, abandon, offsets, fencing, KIP-360 epoch bumps, offsets for a group never added) and a read_committed reader |
 //! | `guard` | an admin flipping an ACL on and off while a probe writes the topic it guards |
+//! | `logins` | an admin switching a user's password while a probe logs in with one of them |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
@@ -51,6 +52,8 @@ pub(crate) mod group_files;
 pub(crate) mod guard;
 #[cfg(madsim)]
 pub mod harness;
+#[cfg(madsim)]
+pub(crate) mod logins;
 #[cfg(madsim)]
 pub(crate) mod manifests;
 #[cfg(madsim)]

@@ -281,6 +281,30 @@ pub enum Event {
         allowed: bool,
         version: Option<u64>,
     },
+    /// The credentials admin (`logins`) set the probed user's password:
+    /// to the one the probe logs in with (`probed`) or to the other one;
+    /// `top` as in `AclChange`.
+    CredentialChange {
+        probed: bool,
+        start: Duration,
+        acked: bool,
+        top: Option<u64>,
+        read_at: Duration,
+    },
+    /// The credentials versions on the volume after the run: whether each
+    /// refuses the probe's password (`None` and `Some(None)` as in
+    /// `AclVersions`).
+    CredentialVersions {
+        versions: Vec<(u64, Option<Option<bool>>)>,
+    },
+    /// A broker answered the probe's login: accepted, or refused under
+    /// credentials `version`.
+    LoginProbe {
+        broker: u32,
+        sent: Duration,
+        accepted: bool,
+        version: Option<u64>,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -486,6 +510,27 @@ pub fn describe(e: &Event) -> String {
             version,
         } => format!(
             "acl-probe broker={broker} sent {:.3}s allowed={allowed} version={version:?}",
+            sent.as_secs_f64()
+        ),
+        Event::CredentialVersions { versions } => format!("credential-versions {versions:?}"),
+        Event::CredentialChange {
+            probed,
+            start,
+            acked,
+            top,
+            ..
+        } => format!(
+            "credential-change to the {} password began {:.3}s acked={acked} newest-version={top:?}",
+            if *probed { "probed" } else { "other" },
+            start.as_secs_f64()
+        ),
+        Event::LoginProbe {
+            broker,
+            sent,
+            accepted,
+            version,
+        } => format!(
+            "login-probe broker={broker} sent {:.3}s accepted={accepted} version={version:?}",
             sent.as_secs_f64()
         ),
         Event::TxnRogueFinal { offsets } => {

@@ -138,6 +138,12 @@ impl Security {
         read(&self.credentials).doc.clone()
     }
 
+    /// The credentials applied here and their version.
+    pub fn credentials_at(&self) -> (u64, Arc<Credentials>) {
+        let c = read(&self.credentials);
+        (c.version, c.doc.clone())
+    }
+
     /// The ACLs applied here and their version.
     pub fn acls(&self) -> (u64, Arc<AclSet>) {
         let a = read(&self.acls);

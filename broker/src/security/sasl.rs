@@ -34,6 +34,8 @@ pub enum Exchange {
         server: Box<dyn ScramServerDyn + Send + Sync>,
         /// The server's first message's nonce, to name a known client bug.
         nonce: Option<String>,
+        /// The version of the credentials it checks against.
+        version: u64,
     },
 }
 
@@ -73,11 +75,11 @@ impl<S: ScramHashing> ScramAuthServer<S> for Lookup {
 }
 
 fn scram_server(
-    security: &Security,
+    credentials: Arc<Credentials>,
     mechanism: Mechanism,
 ) -> Result<Box<dyn ScramServerDyn + Send + Sync>, String> {
     let lookup = Lookup {
-        credentials: security.credentials(),
+        credentials,
         mechanism,
     };
     let nonce_bytes: [u8; 24] = madsim::rand::random();
@@ -141,12 +143,14 @@ pub fn handshake(
     if !security.config.sasl_mechanisms.iter().any(|m| m == wanted) {
         return response.with_error_code(ResponseError::UnsupportedSaslMechanism.code());
     }
+    let (credentials_version, credentials) = security.credentials_at();
     let exchange = match Mechanism::from_sasl_name(wanted) {
-        Some(m) => match scram_server(security, m) {
+        Some(m) => match scram_server(credentials, m) {
             Ok(server) => Exchange::Scram {
                 mechanism: m,
                 server,
                 nonce: None,
+                version: credentials_version,
             },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start a SCRAM exchange");
@@ -189,7 +193,7 @@ enum Step {
     Failed(String),
 }
 
-fn plain(security: &Security, token: &[u8]) -> Step {
+fn plain(credentials: &Credentials, token: &[u8]) -> Step {
     let mut parts = token.split(|b| *b == 0);
     let (Some(authzid), Some(user), Some(password), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -206,7 +210,7 @@ fn plain(security: &Security, token: &[u8]) -> Step {
     if !authzid.is_empty() && authzid != user {
         return Step::Failed("PLAIN: authorization id differs from the user".into());
     }
-    if security.credentials().check_plain(user, password) {
+    if credentials.check_plain(user, password) {
         Step::Done(Principal::user(user), Bytes::new())
     } else {
         Step::Failed(format!("invalid credentials for user {user}"))
@@ -272,15 +276,20 @@ pub fn authenticate(
             "SaslAuthenticate without a SaslHandshake before it".into(),
         );
     };
-    let (step, mechanism) = match exchange.as_mut() {
-        Exchange::Plain => (plain(security, &req.auth_bytes), "PLAIN"),
+    let (step, mechanism, version) = match exchange.as_mut() {
+        Exchange::Plain => {
+            let (version, credentials) = security.credentials_at();
+            (plain(&credentials, &req.auth_bytes), "PLAIN", version)
+        }
         Exchange::Scram {
             mechanism,
             server,
             nonce,
+            version,
         } => (
             scram(server.as_mut(), nonce, &req.auth_bytes),
             mechanism.sasl_name(),
+            *version,
         ),
     };
     match step {
@@ -315,6 +324,7 @@ pub fn authenticate(
                 host = %session.host,
                 listener = %session.listener,
                 mechanism,
+                credentials_version = version,
                 "authentication failed: {why}"
             );
             // Kafka closes the connection after a failed authentication
@@ -322,9 +332,13 @@ pub fn authenticate(
             session.sasl = SaslState::Handshake;
             session.principal = Principal::anonymous();
             session.close_after_response = Some(format!("authentication failed: {why}"));
+            // The version says which credentials refused (as a refused
+            // request names its ACL version); it tells nothing of the user.
             failed(
                 ResponseError::SaslAuthenticationFailed,
-                "Authentication failed: invalid credentials".into(),
+                format!(
+                    "Authentication failed: invalid credentials (credentials version {version})"
+                ),
             )
         }
     }

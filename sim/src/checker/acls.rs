@@ -1,9 +1,11 @@
-//! The guarded topic (`guard`): acl-regression. A broker that refused the
-//! probe under ACL version `v` may accept it later only under a newer
-//! version that allows it, so such a version must have existed (been begun)
-//! before the acceptance was answered.
+//! The security documents' no-going-back rules, one per document:
+//! acl-regression (the guarded topic, `guard`) and credential-regression
+//! (the probed login, `logins`). A broker that refused the probe under
+//! version `v` may accept it later only under a newer version that
+//! accepts it, so such a version must have existed (been begun) before the
+//! acceptance was answered.
 //!
-//! Whether a version allows comes from its content, read off the volume
+//! Whether a version accepts comes from its content, read off the volume
 //! after the run (the admin's requests can outlive their answers, so a
 //! version's content cannot be told from which request was pending). When
 //! it was begun is bounded from below by the admin's reads of the newest
@@ -17,92 +19,121 @@ use crate::workload::Event;
 
 use super::{Invariant, at};
 
+/// What a rule needs of the history, whichever document it is about.
+#[derive(Default)]
+struct Record {
+    /// Per version: whether it refuses the probe (`None`: no complete
+    /// claim; `Some(None)`: unreadable).
+    contents: Vec<(u64, Option<Option<bool>>)>,
+    /// The admin's reads of the newest version: (when, version).
+    reads: Vec<(Duration, u64)>,
+    /// The probe's answers: (answered, broker, sent, accepted, version).
+    probes: Vec<(Duration, u32, Duration, bool, Option<u64>)>,
+}
+
 /// Per version: the earliest time it can have existed, and whether it may
-/// allow the probe.
-fn versions(events: &[(Duration, Event)]) -> BTreeMap<u64, (Duration, bool)> {
-    let mut allows: BTreeMap<u64, bool> = BTreeMap::new();
-    let mut reads: Vec<(Duration, u64)> = Vec::new();
-    for (_, e) in events {
-        match e {
-            Event::AclVersions { versions } => {
-                for (n, seen) in versions {
-                    // Incomplete: never applied by anyone. Unreadable:
-                    // taken as allowing (it can only excuse).
-                    let may_allow = match seen {
-                        None => false,
-                        Some(None) => true,
-                        Some(Some(denies)) => !denies,
-                    };
-                    allows.insert(*n, may_allow);
-                }
-            }
-            Event::AclChange {
-                top: Some(top),
-                read_at,
-                ..
-            } => reads.push((*read_at, *top)),
-            _ => {}
-        }
-    }
-    allows
-        .into_iter()
-        .map(|(n, may_allow)| {
-            let not_before = reads
+/// accept the probe.
+fn versions(r: &Record) -> BTreeMap<u64, (Duration, bool)> {
+    r.contents
+        .iter()
+        .map(|(n, seen)| {
+            // Incomplete: never applied by anyone. Unreadable: taken as
+            // accepting (it can only excuse).
+            let may_accept = match seen {
+                None => false,
+                Some(None) => true,
+                Some(Some(refuses)) => !refuses,
+            };
+            let not_before = r
+                .reads
                 .iter()
-                .filter(|(_, top)| *top < n)
+                .filter(|(_, top)| *top < *n)
                 .map(|(t, _)| *t)
                 .max()
                 .unwrap_or_default();
-            (n, (not_before, may_allow))
+            (*n, (not_before, may_accept))
         })
         .collect()
 }
 
-pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
-    let versions = versions(events);
+fn judge(r: &Record, invariant: Invariant, what: &str, out: &mut Vec<String>) {
+    let versions = versions(r);
     if versions.is_empty() {
         return;
     }
     // Per broker: the newest version it refused under, and when that
     // answer came.
     let mut refused: BTreeMap<u32, (u64, Duration)> = BTreeMap::new();
-    for (answered, e) in events {
-        let Event::AclProbe {
-            broker,
-            sent,
-            allowed,
-            version,
-        } = e
-        else {
-            continue;
-        };
-        if !allowed {
+    for &(answered, broker, sent, accepted, version) in &r.probes {
+        if !accepted {
             if let Some(v) = version {
-                let r = refused.entry(*broker).or_insert((*v, *answered));
-                if *v >= r.0 {
-                    *r = (*v, *answered);
+                let e = refused.entry(broker).or_insert((v, answered));
+                if v >= e.0 {
+                    *e = (v, answered);
                 }
             }
             continue;
         }
         // Only an acceptance decided after the refusal was answered.
-        let Some(&(v, refused_at)) = refused.get(broker) else {
+        let Some(&(v, refused_at)) = refused.get(&broker) else {
             continue;
         };
-        if *sent < refused_at {
+        if sent < refused_at {
             continue;
         }
         let excused = versions
             .range(v + 1..)
-            .any(|(_, (not_before, may_allow))| *may_allow && *not_before < *answered);
+            .any(|(_, (not_before, may_accept))| *may_accept && *not_before < answered);
         if !excused {
-            out.push(Invariant::AclRegression.says(format!(
-                "broker {broker} refused the probe under ACL version {v} (answered {}), then \
-                 accepted a write sent {} with no allowing version after {v} begun by {}",
+            out.push(invariant.says(format!(
+                "broker {broker} refused the probe's {what} under version {v} (answered {}), \
+                 then accepted one sent {} with no accepting version after {v} begun by {}",
                 at(&refused_at),
-                at(sent),
-                at(answered)
+                at(&sent),
+                at(&answered)
             )));
         }
     }
+}
+
+pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    let (mut acls, mut logins) = (Record::default(), Record::default());
+    for (t, e) in events {
+        match e {
+            Event::AclVersions { versions } => acls.contents.clone_from(versions),
+            Event::AclChange {
+                top: Some(top),
+                read_at,
+                ..
+            } => acls.reads.push((*read_at, *top)),
+            Event::AclProbe {
+                broker,
+                sent,
+                allowed,
+                version,
+            } => acls.probes.push((*t, *broker, *sent, *allowed, *version)),
+            Event::CredentialVersions { versions } => logins.contents.clone_from(versions),
+            Event::CredentialChange {
+                top: Some(top),
+                read_at,
+                ..
+            } => logins.reads.push((*read_at, *top)),
+            Event::LoginProbe {
+                broker,
+                sent,
+                accepted,
+                version,
+            } => logins
+                .probes
+                .push((*t, *broker, *sent, *accepted, *version)),
+            _ => {}
+        }
+    }
+    judge(&acls, Invariant::AclRegression, "write (ACL)", out);
+    judge(
+        &logins,
+        Invariant::CredentialRegression,
+        "login (credentials)",
+        out,
+    );
 }

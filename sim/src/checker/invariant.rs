@@ -60,6 +60,7 @@ invariants! {
     UnjoinedWrite = "unjoined-write": "A transactional write to a partition, or an offset commit for a group, that did not join its transaction is refused (KIP-890) and never takes effect.",
     FencedWrite = "fenced-write": "No write or commit of a producer epoch is acknowledged once a newer epoch of its transactional id was handed out.",
     AclRegression = "acl-regression": "A broker that refused a write under ACL version v never accepts one later unless a version after v that allows it was begun before: no broker goes back to an older ACL set.",
+    CredentialRegression = "credential-regression": "A broker that refused a password under credentials version v never accepts it later unless a version after v that accepts it was begun before: no broker goes back to older credentials.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }
 

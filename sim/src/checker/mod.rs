@@ -357,6 +357,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::TxnOffsetsFinal { .. } => &[I::AbortedOffsets],
             Event::TxnRogueOffsets { .. } | Event::TxnRogueFinal { .. } => &[I::UnjoinedWrite],
             Event::AclProbe { allowed: true, .. } => &[I::AclRegression],
+            Event::LoginProbe { accepted: true, .. } => &[I::CredentialRegression],
             _ => &[],
         };
         for k in keys {
