@@ -150,12 +150,6 @@ impl Security {
         (a.version, a.doc.clone())
     }
 
-    /// Reads versions newer than the ones applied, and applies them.
-    pub async fn refresh(&self) -> io::Result<()> {
-        self.refresh_credentials().await?;
-        self.refresh_acls().await
-    }
-
     pub async fn refresh_credentials(&self) -> io::Result<()> {
         let known = read(&self.credentials).version;
         if let Some(v) = credentials_doc()
