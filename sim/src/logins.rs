@@ -76,19 +76,9 @@ async fn set_password(s: &mut Session, password: &str) -> Option<bool> {
     }
 }
 
-fn doc() -> broker::security::versioned::Versioned {
-    broker::security::versioned::Versioned::new("security", "credentials")
-}
-
 /// The newest credentials version on the volume (complete or not).
 async fn newest(volume: &dyn Vfs) -> Option<u64> {
-    for _ in 0..5 {
-        if let Ok(n) = doc().top(volume, 0).await {
-            return Some(n);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
+    crate::guard::newest_version(volume, "credentials").await
 }
 
 /// Every credentials version on the volume and whether it refuses the
