@@ -190,10 +190,22 @@ pub async fn create_topic_with(
             abandon(vfs, &meta.id).await;
             Err(TopicError::Exists(name.to_owned()))
         }
-        Err(e) => {
-            abandon(vfs, &meta.id).await;
-            Err(e.into())
-        }
+        // The claim's outcome is unknown (the volume failed part-way): it
+        // may have won, and other brokers may already lead the topic and
+        // acknowledge writes to it under the name. Abandoning it here lost
+        // such writes (the simulator, seed 230). It stays in place: named
+        // if the claim won, else unnamed, and an unnamed topic is never
+        // led (only its space is wasted).
+        Err(e) => match names::holder(vfs, name).await {
+            Ok(Some(holder)) if holder == meta.id => {
+                tracing::info!(name, id = %meta.id, partitions, "topic created");
+                Ok(meta)
+            }
+            _ => {
+                tracing::warn!(name, id = %meta.id, error = %e, "topic name claim undecided; the topic is left in place");
+                Err(e.into())
+            }
+        },
     }
 }
 
