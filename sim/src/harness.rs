@@ -412,6 +412,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             ("acl-probe-0", crate::guard::PROBE_IP),
             ("credential-admin-0", crate::logins::ADMIN_IP),
             ("login-probe-0", crate::logins::PROBE_IP),
+            ("acl-marker-0", crate::markers::ACL_ADMIN_IP),
+            ("credential-marker-0", crate::markers::CREDENTIAL_ADMIN_IP),
         ] {
             let node = handle.create_node().name(role).ip(IpAddr::V4(ip)).build();
             let session = Session::new(role, opts.brokers, start, history.clone());
@@ -420,6 +422,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 match role {
                     "acl-admin-0" => crate::guard::admin(session, volume, faults_end).await,
                     "acl-probe-0" => crate::guard::probe(session, faults_end).await,
+                    "acl-marker-0" => {
+                        crate::markers::admin(session, crate::markers::ACLS, faults_end).await;
+                    }
+                    "credential-marker-0" => {
+                        let doc = crate::markers::CREDENTIALS;
+                        crate::markers::admin(session, doc, faults_end).await;
+                    }
                     "credential-admin-0" => {
                         crate::logins::admin(session, volume, faults_end).await;
                     }
@@ -553,6 +562,16 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .await
             .unwrap_or_default();
         history.record(start.elapsed(), Event::CredentialVersions { versions });
+        for doc in [crate::markers::ACLS, crate::markers::CREDENTIALS] {
+            let volume = nfs.host(OBSERVER_HOST);
+            let found = reader
+                .spawn(async move { crate::markers::final_markers(&volume, doc).await })
+                .await
+                .ok()
+                .flatten()
+                .map(|(v, m)| (v, m.into_iter().collect()));
+            history.record(start.elapsed(), Event::SecurityMarkersFinal { doc, found });
+        }
     }
     let events = history.events();
     for (at, e) in &events {

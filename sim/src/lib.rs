@@ -21,6 +21,7 @@
 //! | `transactor` | transactional producers (commit, abort, abandon, offsets, fencing, KIP-360 epoch bumps, offsets for a group never added) and a read_committed reader |
 //! | `guard` | an admin flipping an ACL on and off while a probe writes the topic it guards |
 //! | `logins` | an admin switching a user's password while a probe logs in with one of them |
+//! | `markers` | admins adding ACLs and users that must all be in the final documents |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
@@ -56,6 +57,8 @@ pub mod harness;
 pub(crate) mod logins;
 #[cfg(madsim)]
 pub(crate) mod manifests;
+#[cfg(madsim)]
+pub(crate) mod markers;
 #[cfg(madsim)]
 pub mod members;
 #[cfg(madsim)]

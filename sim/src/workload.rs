@@ -305,6 +305,20 @@ pub enum Event {
         accepted: bool,
         version: Option<u64>,
     },
+    /// A marker admin (`markers`) added marker `marker` to the security
+    /// document `doc`; `acked` if the broker acknowledged it.
+    SecurityMarker {
+        doc: &'static str,
+        marker: u64,
+        start: Duration,
+        acked: bool,
+    },
+    /// The markers in the newest complete version of `doc` after the run
+    /// (`None`: unreadable).
+    SecurityMarkersFinal {
+        doc: &'static str,
+        found: Option<(u64, Vec<u64>)>,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -533,6 +547,21 @@ pub fn describe(e: &Event) -> String {
             "login-probe broker={broker} sent {:.3}s accepted={accepted} version={version:?}",
             sent.as_secs_f64()
         ),
+        Event::SecurityMarker {
+            doc,
+            marker,
+            start,
+            acked,
+        } => format!(
+            "security-marker {doc} {marker} began {:.3}s acked={acked}",
+            start.as_secs_f64()
+        ),
+        Event::SecurityMarkersFinal { doc, found } => match found {
+            Some((version, markers)) => {
+                format!("security-markers-final {doc} version {version}: {markers:?}")
+            }
+            None => format!("security-markers-final {doc} unreadable"),
+        },
         Event::TxnRogueFinal { offsets } => {
             format!("never-added group's offsets at the end: {offsets:?}")
         }

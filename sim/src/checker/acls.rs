@@ -1,4 +1,9 @@
-//! The security documents' no-going-back rules, one per document:
+//! The security documents' rules. security-change-lost: every marker an
+//! admin (`markers`) had acknowledged is in the newest complete version of
+//! its document after the run (markers are only added, so whatever came
+//! after cannot have removed one).
+//!
+//! The no-going-back rules, one per document:
 //! acl-regression (the guarded topic, `guard`) and credential-regression
 //! (the probed login, `logins`). A broker that refused the probe under
 //! version `v` may accept it later only under a newer version that
@@ -12,7 +17,7 @@
 //! version after each change: a version above the newest one read at time
 //! `t` did not exist at `t`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::workload::Event;
@@ -96,7 +101,44 @@ fn judge(r: &Record, invariant: Invariant, what: &str, out: &mut Vec<String>) {
     }
 }
 
+fn check_markers(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    let mut finals: BTreeMap<&str, Option<(u64, BTreeSet<u64>)>> = BTreeMap::new();
+    for (_, e) in events {
+        if let Event::SecurityMarkersFinal { doc, found } = e {
+            let found = found
+                .as_ref()
+                .map(|(v, m)| (*v, m.iter().copied().collect()));
+            finals.insert(doc, found);
+        }
+    }
+    for (t, e) in events {
+        let Event::SecurityMarker {
+            doc,
+            marker,
+            start,
+            acked: true,
+        } = e
+        else {
+            continue;
+        };
+        // No final read (the run ended early) or an unreadable one: no
+        // verdict.
+        let Some(Some((version, markers))) = finals.get(doc) else {
+            continue;
+        };
+        if !markers.contains(marker) {
+            out.push(Invariant::SecurityChangeLost.says(format!(
+                "{doc}: the change adding marker {marker} (sent {}, acknowledged {}) is not in \
+                 version {version}, the newest complete one",
+                at(start),
+                at(t)
+            )));
+        }
+    }
+}
+
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    check_markers(events, out);
     let (mut acls, mut logins) = (Record::default(), Record::default());
     for (t, e) in events {
         match e {

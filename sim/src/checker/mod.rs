@@ -358,6 +358,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::TxnRogueOffsets { .. } | Event::TxnRogueFinal { .. } => &[I::UnjoinedWrite],
             Event::AclProbe { allowed: true, .. } => &[I::AclRegression],
             Event::LoginProbe { accepted: true, .. } => &[I::CredentialRegression],
+            Event::SecurityMarker { acked: true, .. } => &[I::SecurityChangeLost],
             _ => &[],
         };
         for k in keys {

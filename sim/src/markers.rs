@@ -1,0 +1,172 @@
+//! Acknowledged security changes must stay made: two admins, one per
+//! document, each add a marker of their own (an ACL on topic `marker-<k>`,
+//! a SCRAM user `marker-<k>`) every second or two through a broker picked
+//! at random, concurrently with the flipping admins of `guard` and
+//! `logins`. Markers are only ever added, so the newest complete version
+//! of each document after the run must hold every acknowledged one
+//! (security-change-lost): a writer that edits a stale copy, acknowledges
+//! a change that others may already have written over, or writes over a
+//! version still being written drops a marker.
+//!
+//! The admins wait 30 s for an answer, as Kafka's admin clients do, so a
+//! broker frozen in the middle of a change still gets to answer.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, ApiKey, CreateAclsRequest, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
+use vfs::Vfs;
+use vfs::durable::{Claim, ClaimToken, read_claim};
+
+use crate::workload::{Event, Session};
+
+/// The two documents, as named on the volume.
+pub const ACLS: &str = "acls";
+pub const CREDENTIALS: &str = "credentials";
+
+/// The admins' addresses.
+pub const ACL_ADMIN_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 5);
+pub const CREDENTIAL_ADMIN_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 6);
+
+/// How long an admin waits for an answer (Kafka's `request.timeout.ms`).
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+const PREFIX: &str = "marker-";
+
+fn text(v: String) -> StrBytes {
+    StrBytes::from_string(v)
+}
+
+fn marker_of(name: &str) -> Option<u64> {
+    name.strip_prefix(PREFIX)?.parse().ok()
+}
+
+async fn add_acl(s: &mut Session, k: u64) -> Option<bool> {
+    let creation = AclCreation::default()
+        .with_resource_type(2) // TOPIC
+        .with_resource_name(text(format!("{PREFIX}{k}")))
+        .with_resource_pattern_type(3) // LITERAL
+        .with_principal(text("User:marker".to_owned()))
+        .with_host(text("*".to_owned()))
+        .with_operation(3) // READ
+        .with_permission_type(3); // ALLOW
+    let req = CreateAclsRequest::default().with_creations(vec![creation]);
+    let to = s.any_broker();
+    match s
+        .client
+        .call_within(
+            ADMIN_TIMEOUT,
+            to,
+            ApiKey::CreateAcls,
+            3,
+            RequestKind::CreateAcls(req),
+        )
+        .await
+    {
+        Ok(ResponseKind::CreateAcls(r)) => Some(r.results.iter().all(|r| r.error_code == 0)),
+        _ => None,
+    }
+}
+
+async fn add_user(s: &mut Session, k: u64) -> Option<bool> {
+    let mechanism = broker::security::Mechanism::Sha256;
+    let salt: [u8; 16] = madsim::rand::random();
+    let iterations = 4096;
+    let credential =
+        broker::security::Credential::from_password(mechanism, "marker", &salt, iterations)?;
+    let upsertion = ScramCredentialUpsertion::default()
+        .with_name(text(format!("{PREFIX}{k}")))
+        .with_mechanism(mechanism.code())
+        .with_iterations(iterations as i32)
+        .with_salt(Bytes::copy_from_slice(&salt))
+        .with_salted_password(Bytes::from(credential.salted_password_bytes()?));
+    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]);
+    let to = s.any_broker();
+    match s
+        .client
+        .call_within(
+            ADMIN_TIMEOUT,
+            to,
+            ApiKey::AlterUserScramCredentials,
+            0,
+            RequestKind::AlterUserScramCredentials(req),
+        )
+        .await
+    {
+        Ok(ResponseKind::AlterUserScramCredentials(r)) => {
+            Some(r.results.iter().all(|r| r.error_code == 0))
+        }
+        _ => None,
+    }
+}
+
+/// Adds markers to `doc` ([`ACLS`] or [`CREDENTIALS`]) until `until`.
+pub async fn admin(mut s: Session, doc: &'static str, until: Duration) {
+    let mut k = 0;
+    while s.now() < until {
+        k += 1;
+        let start = s.now();
+        let answer = if doc == ACLS {
+            add_acl(&mut s, k).await
+        } else {
+            add_user(&mut s, k).await
+        };
+        s.history.record(
+            s.now(),
+            Event::SecurityMarker {
+                doc,
+                marker: k,
+                start,
+                acked: answer == Some(true),
+            },
+        );
+        let pause = madsim::rand::thread_rng().gen_range(500..2500);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// The markers in the newest complete version of `doc` on the volume, read
+/// after the run: the version and its markers (`None`: unreadable, or no
+/// complete version).
+pub async fn final_markers(volume: &dyn Vfs, doc: &'static str) -> Option<(u64, BTreeSet<u64>)> {
+    let top = crate::guard::newest_version(volume, doc).await?;
+    let reader = ClaimToken::fresh("marker-checker");
+    for n in (1..=top).rev() {
+        let path = PathBuf::from(format!("security/{doc}-{n:012}"));
+        let mut read = None;
+        for _ in 0..5 {
+            match read_claim(volume, &path, &reader).await {
+                Ok(c) => {
+                    read = Some(c);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        match read? {
+            Claim::Lost { payload, .. } => return Some((n, markers(doc, &payload)?)),
+            // Incomplete: never applied, and nobody's acknowledged change.
+            Claim::Undecided(_) | Claim::Won => {}
+        }
+    }
+    None
+}
+
+fn markers(doc: &str, payload: &[u8]) -> Option<BTreeSet<u64>> {
+    if doc == ACLS {
+        let set: broker::security::AclSet = serde_json::from_slice(payload).ok()?;
+        Some(set.acls.iter().filter_map(|a| marker_of(&a.name)).collect())
+    } else {
+        let c: broker::security::Credentials = serde_json::from_slice(payload).ok()?;
+        Some(c.users.keys().filter_map(|u| marker_of(u)).collect())
+    }
+}
