@@ -1,8 +1,8 @@
 //! Acknowledged security changes must stay made: two admins, one per
-//! document, each add a marker of their own (an ACL on topic `marker-<k>`,
-//! a SCRAM user `marker-<k>`) every second or two through a broker picked
-//! at random, concurrently with the flipping admins of `guard` and
-//! `logins`. Markers are only ever added, so the newest complete version
+//! document, each add markers of their own (an ACL on topic `marker-<k>`,
+//! a SCRAM user `marker-<k>`), two at once every second or two through
+//! brokers picked at random, concurrently with the flipping admins of
+//! `guard` and `logins`. Markers are only ever added, so the newest complete version
 //! of each document after the run must hold every acknowledged one
 //! (security-change-lost): a writer that edits a stale copy, acknowledges
 //! a change that others may already have written over, or writes over a
@@ -109,26 +109,33 @@ async fn add_user(s: &mut Session, k: u64) -> Option<bool> {
     }
 }
 
-/// Adds markers to `doc` ([`ACLS`] or [`CREDENTIALS`]) until `until`.
+async fn add(s: &mut Session, doc: &'static str, k: u64) {
+    let start = s.now();
+    let answer = if doc == ACLS {
+        add_acl(s, k).await
+    } else {
+        add_user(s, k).await
+    };
+    s.history.record(
+        s.now(),
+        Event::SecurityMarker {
+            doc,
+            marker: k,
+            start,
+            acked: answer == Some(true),
+        },
+    );
+}
+
+/// Adds markers to `doc` ([`ACLS`] or [`CREDENTIALS`]) until `until`, two
+/// at a time through two connections (two admins at once, whose changes
+/// race for the same next version).
 pub async fn admin(mut s: Session, doc: &'static str, until: Duration) {
+    let mut other = s.twin(&format!("{doc}-marker-twin"));
     let mut k = 0;
     while s.now() < until {
-        k += 1;
-        let start = s.now();
-        let answer = if doc == ACLS {
-            add_acl(&mut s, k).await
-        } else {
-            add_user(&mut s, k).await
-        };
-        s.history.record(
-            s.now(),
-            Event::SecurityMarker {
-                doc,
-                marker: k,
-                start,
-                acked: answer == Some(true),
-            },
-        );
+        tokio::join!(add(&mut s, doc, k + 1), add(&mut other, doc, k + 2));
+        k += 2;
         let pause = madsim::rand::thread_rng().gen_range(500..2500);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }

@@ -686,6 +686,12 @@ impl Session {
         self.start.elapsed()
     }
 
+    /// A second client of the same cluster and history, for a role that
+    /// sends requests in parallel.
+    pub(crate) fn twin(&self, name: &str) -> Session {
+        Session::new(name, self.brokers, self.start, self.history.clone())
+    }
+
     pub(crate) fn any_broker(&self) -> u32 {
         madsim::rand::thread_rng().gen_range(0..self.brokers)
     }
