@@ -109,6 +109,7 @@ pub const POINTS: &[&str] = &[
     "roll.segment-created",
     "security-change.claimed",
     "security-change.read",
+    "security-change.slot-created",
     "takeover.decided",
     "takeover.epoch-claimed",
     "takeover.fenced",
@@ -208,7 +209,11 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
     ),
     (
         "security",
-        &["security-change.read", "security-change.claimed"],
+        &[
+            "security-change.read",
+            "security-change.slot-created",
+            "security-change.claimed",
+        ],
     ),
     (
         "topics",

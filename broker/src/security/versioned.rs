@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, claim, read_claim};
+use vfs::durable::{Claim, ClaimToken, create_slot, fill_slot, read_claim};
 
 /// A writer acknowledges its change only if its claim completed within this.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(4);
@@ -134,6 +134,24 @@ impl Versioned {
         Ok(None)
     }
 
+    /// Claims version `n` with `payload`: `vfs::durable::claim`, with a
+    /// fault point of its own between the create and the fill, the window
+    /// in which other writers find the version incomplete.
+    async fn claim(
+        &self,
+        vfs: &dyn Vfs,
+        n: u64,
+        token: &ClaimToken,
+        payload: &[u8],
+    ) -> io::Result<Claim> {
+        let slot = self.path(n);
+        if let Some(file) = create_slot(vfs, &slot).await? {
+            vfs::fault_point!(vfs, "security-change.slot-created");
+            fill_slot(file, token, payload).await?;
+        }
+        read_claim(vfs, &slot, token).await
+    }
+
     /// Applies `edit` to the newest document (`T::default()` before the
     /// first version) and writes the result as the next version, retrying
     /// on a concurrent change. Returns the version written and the document.
@@ -174,7 +192,7 @@ impl Versioned {
             edit(&mut doc).map_err(ChangeError::Refused)?;
             let json = serde_json::to_vec(&doc).map_err(io::Error::other)?;
             let started = Instant::now();
-            let claimed = claim(vfs, &self.path(top + 1), &token, &json).await?;
+            let claimed = self.claim(vfs, top + 1, &token, &json).await?;
             vfs::fault_point!(vfs, "security-change.claimed");
             match claimed {
                 Claim::Won if started.elapsed() < WRITE_DEADLINE => return Ok((top + 1, doc)),
