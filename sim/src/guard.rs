@@ -6,9 +6,9 @@
 //! The brokers apply each change from the ACL file's versions on the volume,
 //! and a refused produce names the version it was refused under.
 //!
-//! After each change the admin notes the newest version on the volume, so
-//! the checker knows which change made each version (the admin is the only
-//! writer, one change at a time) and holds acl-regression: a broker that
+//! After each change the admin notes the newest version on the volume (no
+//! version above it existed then, whoever writes them: the `markers` admins
+//! change the ACLs too), and the checker holds acl-regression: a broker that
 //! refused the probe under version `v` accepts it later only if a version
 //! after `v` that allows it was begun before.
 

@@ -324,6 +324,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("crash-points", 10),
     ("txn-zombies", 8),
     ("controller-zombies", 5),
+    ("security-zombies", 5),
 ];
 
 /// The profile of `seed`.
@@ -461,6 +462,25 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             };
             set(&[])
         }
+        "security-zombies" => {
+            // Writers of the credentials and ACL documents held, frozen or
+            // crashed between reading the newest version, creating the
+            // next and filling it, and nowhere else: other writers find
+            // the newest version empty for seconds, give up on it after
+            // 12 s and write over it; the frozen writer wakes up (within
+            // its admin's 30 s) and completes a version nobody builds on.
+            points = PointRates {
+                delay: rng.gen_range(0.05..0.3),
+                delay_max_ms: rng.gen_range(200..2_000),
+                pause: rng.gen_range(0.05..0.25),
+                crash: rng.gen_range(0.0..0.02),
+                max_crashes: rng.gen_range(1..3),
+                within: family("security"),
+                freeze_ms: Some((14_000, 26_000)),
+                ..PointRates::default()
+            };
+            set(&[])
+        }
         _ => {
             // crash-points: brokers die inside their own volume changes.
             points = PointRates {
@@ -483,7 +503,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
     // storm, where an election or a takeover is going on.
     if !matches!(
         world,
-        "calm" | "crash-points" | "txn-zombies" | "controller-zombies"
+        "calm" | "crash-points" | "txn-zombies" | "controller-zombies" | "security-zombies"
     ) && rng.gen_bool(0.5)
     {
         points = PointRates {
