@@ -519,6 +519,30 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .build()
             .spawn(crate::transactor::final_read(s, deadline))
     });
+    // Every broker must apply every acknowledged ACL change once the
+    // faults healed: asked on a node of its own, alongside.
+    let acls_applied = opts.security.then(|| {
+        let acked = history
+            .events()
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                Event::SecurityMarker {
+                    doc: crate::markers::ACLS,
+                    marker,
+                    acked: true,
+                    ..
+                } => Some(marker),
+                _ => None,
+            })
+            .collect();
+        let s = Session::new("final-acl-reader", opts.brokers, start, history.clone());
+        handle
+            .create_node()
+            .name("final-acl-reader")
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 3)))
+            .build()
+            .spawn(crate::markers::final_applied(s, acked, deadline))
+    });
     let logs = reader
         .spawn(async move {
             let logs = workload::converge(session, deadline).await;
@@ -530,6 +554,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .await
         .unwrap_or_default();
     if let Some(t) = transacted {
+        let _ = t.await;
+    }
+    if let Some(t) = acls_applied {
         let _ = t.await;
     }
     // Deletions must finish within the same deadline.

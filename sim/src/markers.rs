@@ -20,7 +20,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, ApiKey, CreateAclsRequest, RequestKind, ResponseKind,
+    AlterUserScramCredentialsRequest, ApiKey, CreateAclsRequest, DescribeAclsRequest, RequestKind,
+    ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
@@ -175,5 +176,74 @@ fn markers(doc: &str, payload: &[u8]) -> Option<BTreeSet<u64>> {
     } else {
         let c: broker::security::Credentials = serde_json::from_slice(payload).ok()?;
         Some(c.users.keys().filter_map(|u| marker_of(u)).collect())
+    }
+}
+
+/// The marker ACLs broker `to` has applied (DescribeAcls answers from the
+/// set a broker applied, not from the volume); `None` without an answer.
+async fn applied_acls(s: &mut Session, to: u32) -> Option<BTreeSet<u64>> {
+    let req = DescribeAclsRequest::default()
+        .with_resource_type_filter(2) // TOPIC
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1) // ANY
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1) // ANY
+        .with_permission_type(1); // ANY
+    match s
+        .client
+        .call(to, ApiKey::DescribeAcls, 3, RequestKind::DescribeAcls(req))
+        .await
+    {
+        Ok(ResponseKind::DescribeAcls(r)) if r.error_code == 0 => Some(
+            r.resources
+                .iter()
+                .filter_map(|res| marker_of(&res.resource_name))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Once the faults healed: asks every broker, once a second until each
+/// holds every marker in `acked` or `deadline` passes, which marker ACLs it
+/// applied, and records each broker's last answer (acl-unapplied).
+pub async fn final_applied(mut s: Session, acked: BTreeSet<u64>, deadline: Duration) {
+    let healed = s.now();
+    let mut last: Vec<Option<BTreeSet<u64>>> = vec![None; s.brokers() as usize];
+    let mut done = vec![false; last.len()];
+    while done.iter().any(|d| !d) && s.now() < deadline {
+        for b in 0..last.len() {
+            if done[b] {
+                continue;
+            }
+            if let Some(applied) = applied_acls(&mut s, b as u32).await {
+                done[b] = acked.is_subset(&applied);
+                last[b] = Some(applied);
+                if done[b] {
+                    s.history.record(
+                        s.now(),
+                        Event::AclsApplied {
+                            broker: b as u32,
+                            after_heal: s.now().saturating_sub(healed),
+                            missing: Some(Vec::new()),
+                        },
+                    );
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    for (b, applied) in last.into_iter().enumerate() {
+        if !done[b] {
+            s.history.record(
+                s.now(),
+                Event::AclsApplied {
+                    broker: b as u32,
+                    after_heal: s.now().saturating_sub(healed),
+                    missing: applied.map(|a| acked.difference(&a).copied().collect()),
+                },
+            );
+        }
     }
 }

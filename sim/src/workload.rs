@@ -313,6 +313,14 @@ pub enum Event {
         start: Duration,
         acked: bool,
     },
+    /// Once the faults healed, broker `broker` listed every acknowledged
+    /// marker ACL (`missing` empty) `after_heal`, or had not by the
+    /// liveness deadline (`missing`: those it lacked; `None`: no answer).
+    AclsApplied {
+        broker: u32,
+        after_heal: Duration,
+        missing: Option<Vec<u64>>,
+    },
     /// The markers in the newest complete version of `doc` after the run
     /// (`None`: unreadable).
     SecurityMarkersFinal {
@@ -556,6 +564,14 @@ pub fn describe(e: &Event) -> String {
             "security-marker {doc} {marker} began {:.3}s acked={acked}",
             start.as_secs_f64()
         ),
+        Event::AclsApplied {
+            broker,
+            after_heal,
+            missing,
+        } => format!(
+            "acls-applied broker={broker} {:.3}s after the faults healed, missing {missing:?}",
+            after_heal.as_secs_f64()
+        ),
         Event::SecurityMarkersFinal { doc, found } => match found {
             Some((version, markers)) => {
                 format!("security-markers-final {doc} version {version}: {markers:?}")
@@ -690,6 +706,10 @@ impl Session {
     /// sends requests in parallel.
     pub(crate) fn twin(&self, name: &str) -> Session {
         Session::new(name, self.brokers, self.start, self.history.clone())
+    }
+
+    pub(crate) fn brokers(&self) -> u32 {
+        self.brokers
     }
 
     pub(crate) fn any_broker(&self) -> u32 {

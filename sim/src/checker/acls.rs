@@ -1,7 +1,8 @@
 //! The security documents' rules. security-change-lost: every marker an
 //! admin (`markers`) had acknowledged is in the newest complete version of
 //! its document after the run (markers are only added, so whatever came
-//! after cannot have removed one).
+//! after cannot have removed one). acl-unapplied: once the faults healed,
+//! every broker applies them all within a bound.
 //!
 //! The no-going-back rules, one per document:
 //! acl-regression (the guarded topic, `guard`) and credential-regression
@@ -137,8 +138,44 @@ fn check_markers(events: &[(Duration, Event)], out: &mut Vec<String>) {
     }
 }
 
+/// How long after the faults healed a broker may take to apply the
+/// acknowledged ACL changes: a broker restarted at the very end starts,
+/// then reads the ACLs within its refresh (1 s).
+const APPLY_BOUND: Duration = Duration::from_secs(15);
+
+fn check_applied(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    for (_, e) in events {
+        let Event::AclsApplied {
+            broker,
+            after_heal,
+            missing,
+        } = e
+        else {
+            continue;
+        };
+        match missing {
+            Some(m) if m.is_empty() && *after_heal <= APPLY_BOUND => {}
+            Some(m) if m.is_empty() => out.push(Invariant::AclUnapplied.says(format!(
+                "broker {broker} applied every acknowledged ACL change only {} after the \
+                 faults healed",
+                at(after_heal)
+            ))),
+            Some(m) => out.push(Invariant::AclUnapplied.says(format!(
+                "broker {broker} still lacks acknowledged marker ACLs {m:?} {} after the \
+                 faults healed",
+                at(after_heal)
+            ))),
+            None => out.push(Invariant::AclUnapplied.says(format!(
+                "broker {broker} never answered DescribeAcls in the {} after the faults healed",
+                at(after_heal)
+            ))),
+        }
+    }
+}
+
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     check_markers(events, out);
+    check_applied(events, out);
     let (mut acls, mut logins) = (Record::default(), Record::default());
     for (t, e) in events {
         match e {

@@ -359,6 +359,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::AclProbe { allowed: true, .. } => &[I::AclRegression],
             Event::LoginProbe { accepted: true, .. } => &[I::CredentialRegression],
             Event::SecurityMarker { acked: true, .. } => &[I::SecurityChangeLost],
+            Event::AclsApplied { .. } => &[I::AclUnapplied],
             _ => &[],
         };
         for k in keys {
