@@ -2,10 +2,13 @@
 same run: see the module docs of each phase below and README.md.
 
 Run: bash ci/bench/run            (all phases)
-     bash ci/bench/run produce    (some phases: bounds produce latency e2e
-                                   txn tls failover sim)
+     bash ci/bench/run produce    (some phases: bounds produce native latency
+                                   e2e txn tls failover sim)
 
-Clients: confluent-kafka (librdkafka) from Python, one process per producer.
+Clients: confluent-kafka (librdkafka) from Python, one process per producer;
+the native phase runs librdkafka's C load generator, rdkafka_performance
+(ci/bench/rdkafka_performance.sh builds it), so that the broker and not
+the client is measured.
 Every figure is printed next to its bound; absolute numbers on a shared
 2-core machine drift from run to run, the ratios much less.
 """
@@ -388,6 +391,71 @@ def tls_cost(data, size=1024, count=5 * MESSAGES):
     return rows
 
 
+NATIVE_DONE = re.compile(r"(\d+) delivered \(offset -?\d+, (\d+) failed\)")
+
+
+def native_produce(tool, bootstrap, topic, size, producers, count):
+    """`producers` rdkafka_performance processes (librdkafka in C, no
+    Python in the loop) sharing `count` messages of `size` bytes, acks=all,
+    spread over the topic's partitions: throughput, and the clients' CPU
+    seconds (from each process's rusage) to set beside the broker's."""
+    per = count // producers
+    cmd = [tool, "-P", "-t", topic, "-b", bootstrap, "-s", str(size), "-c", str(per), "-a", "-1",
+           "-X", "linger.ms=5", "-X", "batch.size=1048576", "-X", "queue.buffering.max.messages=1000000"]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(producers)]
+    delivered = failed = 0
+    for pr in procs:
+        out, _ = pr.communicate()
+        # A progress line a second, the last one the summary.
+        done = NATIVE_DONE.findall(out)
+        if not done:
+            raise RuntimeError(f"rdkafka_performance printed no summary:\n{out[-2000:]}")
+        delivered += int(done[-1][0])
+        failed += int(done[-1][1])
+    secs = time.perf_counter() - start
+    client_cpu = children_cpu_seconds()
+    return {"msgs": delivered / secs, "mbps": delivered * size / 1e6 / secs, "acked": delivered,
+            "sent": per * producers, "errors": failed, "secs": secs, "client_cpu_total": client_cpu}
+
+
+def children_cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def native(disk, shm, tool, size=1024, count=5 * MESSAGES):
+    """The broker measured with a native client: 1, 8 and 64 partitions
+    with 1 and 4 producer processes, on disk and on tmpfs, each row with
+    the broker's and the clients' CPU seconds over the run (a side near
+    the run's wall time x cores is the bottleneck) and its ratio to the
+    same volume's 1-partition, 4-producer row."""
+    rows = []
+    for where, data in (("disk", disk), ("tmpfs", shm)):
+        d = os.path.join(data, "native")
+        os.makedirs(d, exist_ok=True)
+        c = Cluster(d, n=1)
+        try:
+            for partitions, producers in ((1, 1), (1, 4), (8, 4), (64, 4)):
+                topic = f"n-{partitions}-{producers}"
+                c.create(topic, partitions)
+                say(f"native produce on {where}: {count} x {size} B, {partitions} partition(s), "
+                    f"{producers} rdkafka_performance process(es)")
+                broker0 = cpu_seconds(c.procs[0].pid)
+                clients0 = children_cpu_seconds()
+                r = native_produce(tool, c.bootstrap, topic, size, producers, count)
+                r.update(where=where, size=size, partitions=partitions, producers=producers,
+                         broker_cpu=cpu_seconds(c.procs[0].pid) - broker0,
+                         client_cpu=r.pop("client_cpu_total") - clients0)
+                rows.append(r)
+                say(f"  {r['mbps']:.1f} MB/s, broker CPU {r['broker_cpu']:.2f} s, "
+                    f"clients CPU {r['client_cpu']:.2f} s, wall {r['secs']:.2f} s, {r['errors']} failed")
+        finally:
+            c.stop()
+    return rows
+
+
 def end_to_end(bootstrap, topic, rate=2000, seconds=8, size=100):
     """Producer timestamps each message; a consumer on the same host
     measures arrival minus send."""
@@ -554,7 +622,8 @@ def plot(curves, fsync_ms, path):
 
 
 def main():
-    phases = set(sys.argv[1:]) or {"bounds", "produce", "latency", "e2e", "txn", "tls", "failover", "sim"}
+    phases = set(sys.argv[1:]) or {"bounds", "produce", "native", "latency", "e2e", "txn", "tls", "failover",
+                                   "sim"}
     os.makedirs(OUT, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = {"machine": machine(), "started": stamp, "messages": MESSAGES}
@@ -652,6 +721,11 @@ def main():
                 results["txn"] = transactions(c, txns=int(os.environ.get("KAAS_BENCH_TXNS", "300")))
             finally:
                 c.stop()
+
+        if "native" in phases:
+            tool = subprocess.run(["bash", "ci/bench/rdkafka_performance.sh"], check=True,
+                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            results["native"] = native(disk, shm, tool)
 
         if "tls" in phases:
             os.makedirs(os.path.join(shm, "tls"), exist_ok=True)
@@ -762,6 +836,23 @@ def render(r):
             lines.append(f"| {x['kind']} | {x['partitions']} | {x['per_txn'] if x['kind'] == 'transactional' else '-'} | "
                          f"{txns} | {x['records_s']:,.0f} | {x['mbps']:.1f} | {x['broker_cpu']:.2f} | {client} | "
                          f"{x['secs']:.2f} | {x['read_committed']:,.0f} | {x['read_uncommitted']:,.0f} |")
+        lines.append("")
+    if "native" in r:
+        lines += [f"Native client: {5 * r['messages']:,} messages of 1 KB per row from librdkafka's rdkafka_performance "
+                  "(C, Debian's librdkafka 2.0.2, one process per producer, acks=all, linger.ms=5, random partitioner), one broker. The ratio "
+                  "is to the same volume's 1-partition, 4-producer row. CPU seconds of the broker and of the client "
+                  "processes against the run's wall time (2 cores) show who is the bottleneck:",
+                  "",
+                  "| volume | partitions | producers | MB/s | vs 1 partition | broker CPU s | MB per broker CPU-s | "
+                  "clients CPU s | wall s | failed |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        base = {x["where"]: x for x in r["native"] if (x["partitions"], x["producers"]) == (1, 4)}
+        for x in r["native"]:
+            mb = x["acked"] * x["size"] / 1e6
+            ratio = x["mbps"] / base[x["where"]]["mbps"] if x["where"] in base else float("nan")
+            lines.append(f"| {x['where']} | {x['partitions']} | {x['producers']} | {x['mbps']:.1f} | {ratio:.2f} | "
+                         f"{x['broker_cpu']:.2f} | {mb / x['broker_cpu'] if x['broker_cpu'] else 0:,.0f} | "
+                         f"{x['client_cpu']:.2f} | {x['secs']:.2f} | {x['errors']} |")
         lines.append("")
     if "tls" in r:
         lines += [f"TLS: {5 * r['messages']:,} messages per row through a PLAINTEXT and an SSL listener of the same broker (1 KB, acks=all, "
