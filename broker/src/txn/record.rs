@@ -203,6 +203,14 @@ impl TxnRecord {
                 // Kafka's answer to a retry while the markers go out.
                 Err(code(ResponseError::ConcurrentTransactions))
             }
+            // An abort after a complete commit ends a new transaction that
+            // never got a partition added (its AddPartitionsToTxn met the
+            // markers of the one before: CONCURRENT_TRANSACTIONS), and its
+            // client sends EndTxn because it asked. It cannot be the
+            // committed one's: clients refuse to abort a transaction they
+            // asked to commit (librdkafka, the Java client). Nothing to
+            // undo, as in Empty; INVALID_TXN_STATE would be fatal to it.
+            TxnState::CompleteCommit if !commit => Ok(false),
             done @ (TxnState::CompleteCommit | TxnState::CompleteAbort) => retry_of(done),
             // Nothing was added: an abort has nothing to undo.
             TxnState::Empty if !commit => Ok(false),
@@ -261,7 +269,12 @@ mod tests {
         r.complete(7);
         assert_eq!(r.state, TxnState::CompleteCommit);
         assert_eq!(r.end(true, 8), Ok(false), "a retried commit");
-        assert_eq!(r.end(false, 8), Err(48), "an abort of a commit");
+        assert_eq!(
+            r.end(false, 8),
+            Ok(false),
+            "an abort of a next transaction that added nothing"
+        );
+        assert_eq!(r.state, TxnState::CompleteCommit, "changes nothing");
         assert_eq!(r.add([p("t", 1)], 9), Ok(true));
         assert_eq!(r.partitions.len(), 1, "a new transaction starts empty");
         assert_eq!(
