@@ -47,12 +47,25 @@ fn text(v: &str) -> StrBytes {
 /// Sets the user's password: `Some(true)` acknowledged, `Some(false)`
 /// refused, `None` no answer.
 async fn set_password(s: &mut Session, password: &str) -> Option<bool> {
+    upsert_user(s, USER, password, crate::client::CALL_TIMEOUT).await
+}
+
+/// AlterUserScramCredentials of `user`'s SCRAM-SHA-256 credential for
+/// `password` at a broker picked at random, waiting `timeout` for the
+/// answer: `Some(true)` acknowledged, `Some(false)` refused, `None` no
+/// answer.
+pub(crate) async fn upsert_user(
+    s: &mut Session,
+    user: &str,
+    password: &str,
+    timeout: Duration,
+) -> Option<bool> {
     let salt: [u8; 16] = madsim::rand::random();
     let iterations = 4096;
     let credential =
         broker::security::Credential::from_password(MECHANISM, password, &salt, iterations)?;
     let upsertion = ScramCredentialUpsertion::default()
-        .with_name(text(USER))
+        .with_name(text(user))
         .with_mechanism(MECHANISM.code())
         .with_iterations(iterations as i32)
         .with_salt(Bytes::copy_from_slice(&salt))
@@ -61,7 +74,8 @@ async fn set_password(s: &mut Session, password: &str) -> Option<bool> {
     let to = s.any_broker();
     match s
         .client
-        .call(
+        .call_within(
+            timeout,
             to,
             ApiKey::AlterUserScramCredentials,
             0,

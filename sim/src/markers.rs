@@ -16,12 +16,9 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, ApiKey, CreateAclsRequest, DescribeAclsRequest, RequestKind,
-    ResponseKind,
+    ApiKey, CreateAclsRequest, DescribeAclsRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
@@ -79,35 +76,7 @@ async fn add_acl(s: &mut Session, k: u64) -> Option<bool> {
 }
 
 async fn add_user(s: &mut Session, k: u64) -> Option<bool> {
-    let mechanism = broker::security::Mechanism::Sha256;
-    let salt: [u8; 16] = madsim::rand::random();
-    let iterations = 4096;
-    let credential =
-        broker::security::Credential::from_password(mechanism, "marker", &salt, iterations)?;
-    let upsertion = ScramCredentialUpsertion::default()
-        .with_name(text(format!("{PREFIX}{k}")))
-        .with_mechanism(mechanism.code())
-        .with_iterations(iterations as i32)
-        .with_salt(Bytes::copy_from_slice(&salt))
-        .with_salted_password(Bytes::from(credential.salted_password_bytes()?));
-    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]);
-    let to = s.any_broker();
-    match s
-        .client
-        .call_within(
-            ADMIN_TIMEOUT,
-            to,
-            ApiKey::AlterUserScramCredentials,
-            0,
-            RequestKind::AlterUserScramCredentials(req),
-        )
-        .await
-    {
-        Ok(ResponseKind::AlterUserScramCredentials(r)) => {
-            Some(r.results.iter().all(|r| r.error_code == 0))
-        }
-        _ => None,
-    }
+    crate::logins::upsert_user(s, &format!("{PREFIX}{k}"), "marker", ADMIN_TIMEOUT).await
 }
 
 async fn add(s: &mut Session, doc: &'static str, k: u64) {
