@@ -156,28 +156,36 @@ pub(crate) async fn read_versions(
     top: u64,
     refuses: impl Fn(&[u8]) -> Option<bool>,
 ) -> Vec<(u64, Option<Option<bool>>)> {
-    use vfs::durable::{Claim, ClaimToken, read_claim};
+    use vfs::durable::{Claim, ClaimToken};
     let reader = ClaimToken::fresh("security-checker");
     let mut out = Vec::new();
     for n in 1..=top {
-        let path = std::path::PathBuf::from(format!("security/{name}-{n:012}"));
-        let mut seen = Some(None);
-        for _ in 0..5 {
-            match read_claim(volume, &path, &reader).await {
-                Ok(Claim::Lost { payload, .. }) => {
-                    seen = Some(refuses(&payload));
-                    break;
-                }
-                Ok(_) => {
-                    seen = None;
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let seen = match read_version(volume, name, n, &reader).await {
+            Some(Claim::Lost { payload, .. }) => Some(refuses(&payload)),
+            Some(_) => None,
+            None => Some(None),
+        };
         out.push((n, seen));
     }
     out
+}
+
+/// Version `n` of the security document `name` as `reader` finds it,
+/// tried five times 100 ms apart; `None` if the volume kept failing.
+pub(crate) async fn read_version(
+    volume: &dyn Vfs,
+    name: &str,
+    n: u64,
+    reader: &vfs::durable::ClaimToken,
+) -> Option<vfs::durable::Claim> {
+    let path = std::path::PathBuf::from(format!("security/{name}-{n:012}"));
+    for _ in 0..5 {
+        match vfs::durable::read_claim(volume, &path, reader).await {
+            Ok(c) => return Some(c),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    None
 }
 
 /// Creates [`ACL_TOPIC`] and its ALLOW, then flips the DENY until `until`.

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -23,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, read_claim};
+use vfs::durable::{Claim, ClaimToken};
 
 use crate::workload::{Event, Session};
 
@@ -118,18 +117,7 @@ pub async fn final_markers(volume: &dyn Vfs, doc: &'static str) -> Option<(u64, 
     let top = crate::guard::newest_version(volume, doc).await?;
     let reader = ClaimToken::fresh("marker-checker");
     for n in (1..=top).rev() {
-        let path = PathBuf::from(format!("security/{doc}-{n:012}"));
-        let mut read = None;
-        for _ in 0..5 {
-            match read_claim(volume, &path, &reader).await {
-                Ok(c) => {
-                    read = Some(c);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
-        match read? {
+        match crate::guard::read_version(volume, doc, n, &reader).await? {
             Claim::Lost { payload, .. } => return Some((n, markers(doc, &payload)?)),
             // Incomplete: never applied, and nobody's acknowledged change.
             Claim::Undecided(_) | Claim::Won => {}
