@@ -159,6 +159,38 @@ async fn a_server_restart_drops_written_but_uncommitted_data() {
     );
 }
 
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_restart_resends_every_span_a_page_was_sent_in_before_its_commit() {
+    // Write-back after every operation: each small write reaches the server
+    // unstable on its own, before the next one lands in the same page.
+    let nfs = nfs(faults(Faults {
+        writeback_probability: 1.0,
+        ..Faults::default()
+    }));
+    let (a, b) = (nfs.host(1), nfs.host(2));
+    create(&a, "f", b"").await;
+    let fa = open_rw(&a, "f").await;
+    fa.write_at(0, Bytes::from_static(b"head")).await.unwrap();
+    for _ in 0..20 {
+        a.stat(p("f")).await.unwrap();
+    }
+    fa.write_at(4, Bytes::from_static(b"-and-body"))
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        a.stat(p("f")).await.unwrap();
+    }
+    nfs.restart_server();
+    fa.fsync().await.unwrap();
+    nfs.restart_server();
+    assert_eq!(
+        read_file(&b, p("f")).await.unwrap(),
+        b"head-and-body",
+        "an fsync that returned made both writes durable"
+    );
+}
+
 // ---- per-host caches ------------------------------------------------------
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

@@ -689,6 +689,21 @@ impl World {
         } else {
             cf.clean.clear();
         }
+        // A page sent twice before a COMMIT holds both spans: a server
+        // restart must see both re-sent, as Linux keeps every request on
+        // the commit list. The newer buffer was built on the older one's
+        // bytes (`page` reads unstable pages), so its data covers both.
+        let (buf, verifier) = match cf.unstable.remove(&page) {
+            Some((older, sent)) => {
+                let mut merged = buf;
+                merged.lo = merged.lo.min(older.lo);
+                merged.hi = merged.hi.max(older.hi);
+                // The older send's verifier: if a restart came between
+                // the two, the COMMIT sees it and the whole span is re-sent.
+                (merged, sent)
+            }
+            None => (buf, verifier),
+        };
         cf.unstable.insert(page, (buf, verifier));
         match host.attrs.get_mut(&id) {
             Some(e) if only_us && e.attr.change == wcc.pre => {
