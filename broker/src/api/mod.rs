@@ -47,7 +47,7 @@ use crate::log::staging::Creator;
 use crate::log::topic::TopicMeta;
 use crate::log::{PartitionLog, topic};
 use crate::producer_ids::ProducerIds;
-use crate::protocol::{Handler, versions};
+use crate::protocol::{Answer, Handler, versions};
 use crate::security::{Security, Session, sasl};
 
 mod authz;
@@ -350,6 +350,20 @@ impl Handler for Api {
         header: &RequestHeader,
         request: RequestKind,
     ) -> Result<Option<ResponseKind>, String> {
+        match self.answer(session, header, request).await? {
+            Answer::Now(response) => Ok(response),
+            Answer::Later(response) => response.await,
+        }
+    }
+
+    /// A produce is answered later: its records are queued when this
+    /// returns, so a connection's next produce can join their flush cycles.
+    async fn answer(
+        &self,
+        session: &mut Session,
+        header: &RequestHeader,
+        request: RequestKind,
+    ) -> Result<Answer, String> {
         let now = tokio::time::Instant::now();
         let api = kafka_protocol::messages::ApiKey::try_from(header.request_api_key)
             .map_err(|_| format!("unknown API key {}", header.request_api_key))?;
@@ -360,31 +374,39 @@ impl Handler for Api {
             RequestKind::SaslHandshake(r) => {
                 let v = header.request_api_version;
                 let r = sasl::handshake(&self.security, session, &r, v);
-                return Ok(Some(ResponseKind::SaslHandshake(r)));
+                return Ok(Answer::Now(Some(ResponseKind::SaslHandshake(r))));
             }
             RequestKind::SaslAuthenticate(r) => {
                 let r = sasl::authenticate(&self.security, session, &r, now);
-                return Ok(Some(ResponseKind::SaslAuthenticate(r)));
+                return Ok(Answer::Now(Some(ResponseKind::SaslAuthenticate(r))));
             }
             other => other,
         };
         let (request, merge) = if self.security.enforcing() {
             match self.authorize(session, request).await {
                 authz::Authz::Proceed(request, merge) => (request, merge),
-                authz::Authz::Refuse(response) => return Ok(Some(response)),
+                authz::Authz::Refuse(response) => return Ok(Answer::Now(Some(response))),
             }
         } else {
             (request, None)
         };
-        let mut response = match self.dispatch(session, header, request).await? {
-            Some(r) => r,
-            None => return Ok(None),
+        let finish = move |response: Option<ResponseKind>| {
+            let mut response = response?;
+            if let Some(merge) = merge {
+                merge(&mut response);
+            }
+            null_messages::null_messages_on_success(&mut response);
+            Some(response)
         };
-        if let Some(merge) = merge {
-            merge(&mut response);
+        if let RequestKind::Produce(r) = request {
+            let produced = self.produce(r, header.request_api_version).await;
+            return Ok(Answer::Later(Box::pin(async move {
+                Ok(finish(produced.await.map(ResponseKind::Produce)))
+            })));
         }
-        null_messages::null_messages_on_success(&mut response);
-        Ok(Some(response))
+        Ok(Answer::Now(finish(
+            self.dispatch(session, header, request).await?,
+        )))
     }
 
     async fn raw_sasl_token(
@@ -409,7 +431,7 @@ impl Api {
             RequestKind::Metadata(r) => {
                 ResponseKind::Metadata(self.metadata(r, v, &session.listener).await)
             }
-            RequestKind::Produce(r) => match self.produce(r, v).await {
+            RequestKind::Produce(r) => match self.produce(r, v).await.await {
                 Some(resp) => ResponseKind::Produce(resp),
                 None => return Ok(None),
             },

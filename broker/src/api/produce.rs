@@ -5,7 +5,11 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+
+use futures_util::future::join_all;
 
 use uuid::Uuid;
 
@@ -13,16 +17,25 @@ use crate::log::{LogError, PartitionLog, batch};
 
 use super::{Api, code, name_of};
 
+/// A partition's answer being worked out.
+type PartitionAnswer = Pin<Box<dyn Future<Output = PartitionProduceResponse> + Send>>;
+
 impl Api {
+    /// A produce in two steps. This one resolves, checks and queues each
+    /// partition's records in its log, in request order; the future it
+    /// returns waits for all their flush cycles at once (the cycles of
+    /// different partitions run concurrently) and gives the response,
+    /// `None` for acks=0.
     pub(super) async fn produce(
         &self,
         req: ProduceRequest,
         version: i16,
-    ) -> Option<ProduceResponse> {
-        let mut responses = Vec::new();
+    ) -> impl Future<Output = Option<ProduceResponse>> + Send + 'static {
+        let mut topics = Vec::new();
+        let mut answers: Vec<PartitionAnswer> = Vec::new();
         for t in req.topic_data {
             let name = name_of(&t.name).to_owned();
-            let mut parts = Vec::new();
+            topics.push((t.name, t.topic_id, t.partition_data.len()));
             for p in t.partition_data {
                 let r = PartitionProduceResponse::default()
                     .with_index(p.index)
@@ -35,9 +48,9 @@ impl Api {
                     self.produce_log(&name, p.index).await
                 };
                 let r = match led {
-                    Err(c) => r.with_error_code(c),
+                    Err(c) => Err(r.with_error_code(c)),
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
-                        r.with_error_code(code(ResponseError::MessageTooLarge))
+                        Err(r.with_error_code(code(ResponseError::MessageTooLarge)))
                     }
                     Ok((_, log)) => {
                         let txn = req.transactional_id.as_ref().map(|t| t.0.as_str());
@@ -45,22 +58,29 @@ impl Api {
                             .transactional(txn, (&name, p.index), &records, &log)
                             .await
                         {
-                            Err(c) => r.with_error_code(c),
-                            Ok(()) => self.append(&log, records, r, version).await,
+                            Err(c) => Err(r.with_error_code(c)),
+                            Ok(()) => Ok(self.append(log, records, r, version)),
                         }
                     }
                 };
-                parts.push(r);
+                answers.push(r.unwrap_or_else(|r| Box::pin(std::future::ready(r))));
             }
-            responses.push(
-                TopicProduceResponse::default()
-                    .with_name(t.name)
-                    .with_topic_id(t.topic_id)
-                    .with_partition_responses(parts),
-            );
         }
-        // acks=0: the client waits for nothing, so nothing is sent.
-        (req.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+        let acks = req.acks;
+        async move {
+            let mut parts = join_all(answers).await.into_iter();
+            let responses = topics
+                .into_iter()
+                .map(|(name, id, n)| {
+                    TopicProduceResponse::default()
+                        .with_name(name)
+                        .with_topic_id(id)
+                        .with_partition_responses(parts.by_ref().take(n).collect())
+                })
+                .collect();
+            // acks=0: the client waits for nothing, so nothing is sent.
+            (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+        }
     }
 
     /// [`Self::produce_log`] for a topic named by its id (v13+): the log
@@ -112,47 +132,64 @@ impl Api {
         .await
     }
 
-    async fn append(
+    /// Queues `records` in `log`; the future answers once they are durable
+    /// (or refused).
+    fn append(
         &self,
-        log: &PartitionLog,
+        log: Arc<PartitionLog>,
         records: Bytes,
         r: PartitionProduceResponse,
         version: i16,
-    ) -> PartitionProduceResponse {
-        match log.append(records).await {
-            Ok(a) => {
-                tracing::trace!(dir = %log.dir().display(), epoch = log.epoch(), base = a.base_offset, "acknowledged");
-                self.leaders.appended.notify_waiters();
-                let start = if version >= 5 {
-                    log.log_start_offset()
-                } else {
-                    -1
-                };
-                r.with_base_offset(a.base_offset)
-                    .with_log_start_offset(start)
+    ) -> PartitionAnswer {
+        let queued = match log.enqueue(records) {
+            Ok(queued) => queued,
+            Err(e) => return Box::pin(std::future::ready(refused(&log, r, e))),
+        };
+        let leaders = self.leaders.clone();
+        Box::pin(async move {
+            match queued.await {
+                Ok(a) => {
+                    tracing::trace!(dir = %log.dir().display(), epoch = log.epoch(), base = a.base_offset, "acknowledged");
+                    leaders.appended.notify_waiters();
+                    let start = if version >= 5 {
+                        log.log_start_offset()
+                    } else {
+                        -1
+                    };
+                    r.with_base_offset(a.base_offset)
+                        .with_log_start_offset(start)
+                }
+                Err(e) => refused(&log, r, e),
             }
-            Err(LogError::Corrupt(_)) => r.with_error_code(code(ResponseError::CorruptMessage)),
-            Err(LogError::OutOfOrderSequence) => {
-                r.with_error_code(code(ResponseError::OutOfOrderSequenceNumber))
-            }
-            Err(LogError::InvalidProducerEpoch) => {
-                r.with_error_code(code(ResponseError::InvalidProducerEpoch))
-            }
-            Err(LogError::NotInTransaction) => {
-                r.with_error_code(code(ResponseError::InvalidTxnState))
-            }
-            Err(LogError::ZombieCoordinator) => {
-                r.with_error_code(code(ResponseError::TransactionCoordinatorFenced))
-            }
-            Err(LogError::Fenced(_)) => {
-                let dir = log.dir().to_path_buf();
-                tracing::info!(dir = %dir.display(), "fenced: stepping down");
-                r.with_error_code(code(ResponseError::NotLeaderOrFollower))
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "append failed");
-                r.with_error_code(code(ResponseError::KafkaStorageError))
-            }
+        })
+    }
+}
+
+/// The answer to records `log` did not take.
+fn refused(
+    log: &PartitionLog,
+    r: PartitionProduceResponse,
+    e: LogError,
+) -> PartitionProduceResponse {
+    match e {
+        LogError::Corrupt(_) => r.with_error_code(code(ResponseError::CorruptMessage)),
+        LogError::OutOfOrderSequence => {
+            r.with_error_code(code(ResponseError::OutOfOrderSequenceNumber))
+        }
+        LogError::InvalidProducerEpoch => {
+            r.with_error_code(code(ResponseError::InvalidProducerEpoch))
+        }
+        LogError::NotInTransaction => r.with_error_code(code(ResponseError::InvalidTxnState)),
+        LogError::ZombieCoordinator => {
+            r.with_error_code(code(ResponseError::TransactionCoordinatorFenced))
+        }
+        LogError::Fenced(_) => {
+            tracing::info!(dir = %log.dir().display(), "fenced: stepping down");
+            r.with_error_code(code(ResponseError::NotLeaderOrFollower))
+        }
+        e => {
+            tracing::warn!(error = %e, "append failed");
+            r.with_error_code(code(ResponseError::KafkaStorageError))
         }
     }
 }

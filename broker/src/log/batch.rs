@@ -201,6 +201,10 @@ pub fn split(records: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     Ok(out)
 }
 
+/// The bytes of a batch's header that [`stamp`] rewrites: base offset,
+/// length and partition leader epoch, all before what the CRC covers.
+pub const STAMPED_BYTES: usize = 16;
+
 /// Sets the base offset and partition leader epoch of a stored batch.
 /// Neither field is covered by the CRC, so the batch stays valid.
 pub fn stamp(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {

@@ -3,16 +3,24 @@
 //! A reader task reads ahead up to `max_in_flight` frames, and no more than
 //! `max_in_flight_bytes` of them (pipelining); when that many wait, it
 //! stops reading and TCP pushes back on the client (backpressure).
-//! Responses go out in request order. A connection that sends nothing for
+//! Responses go out in request order. A request the handler answers
+//! [`Answer::Later`] (a produce: its records are queued in their logs when
+//! it returns) overlaps the produce requests after it, so that requests a
+//! client pipelines share flush cycles; any other request first waits until
+//! every request before it is answered, so it sees their effects, as on a
+//! Kafka broker. A connection that sends nothing for
 //! `idle_timeout` while nothing of it is being answered is closed. A frame that cannot
 //! be a request closes the connection with a log line; nothing panics. A
 //! request of a version this broker does not serve is answered with
 //! UNSUPPORTED_VERSION where the protocol allows (see `unsupported`).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -49,9 +57,37 @@ impl Default for ProtocolConfig {
     }
 }
 
+/// A response still being worked out, independent of the connection.
+pub type LaterResponse =
+    Pin<Box<dyn Future<Output = Result<Option<ResponseKind>, String>> + Send + 'static>>;
+
+/// How a handler answers a request.
+// Moved once per request: boxing `Now`, the common case, would cost an
+// allocation per request to save a copy.
+#[allow(clippy::large_enum_variant)]
+pub enum Answer {
+    /// The response (`None`: the request wants none).
+    Now(Option<ResponseKind>),
+    /// Everything whose order matters is done (a produce's records are
+    /// queued in their logs); the response is what the future gives. The
+    /// connection meanwhile starts the produce requests after this one.
+    Later(LaterResponse),
+}
+
 /// Answers decoded requests. Implemented by the broker.
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// [`Self::handle`], for a handler that can let a request's response
+    /// come later: what the connection calls.
+    async fn answer(
+        &self,
+        session: &mut Session,
+        header: &RequestHeader,
+        request: RequestKind,
+    ) -> Result<Answer, String> {
+        self.handle(session, header, request).await.map(Answer::Now)
+    }
+
     /// `Ok(None)`: the request wants no response (a Produce with acks=0).
     /// `Err`: the connection closes, with that reason in the log. The
     /// session is the connection's: who it is, where its SASL stands.
@@ -117,9 +153,13 @@ pub(crate) async fn serve_connection<S>(
             }
         }
     });
+    // Started requests whose responses come later, in request order, each
+    // holding its room until its response is written.
+    let mut later: FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>> =
+        FuturesOrdered::new();
     loop {
-        let next = match config.idle_timeout {
-            Some(idle) => match tokio::time::timeout(idle, rx.recv()).await {
+        let next = if let Some(idle) = config.idle_timeout.filter(|_| later.is_empty()) {
+            match tokio::time::timeout(idle, rx.recv()).await {
                 Ok(next) => next,
                 Err(_) => {
                     tracing::info!(
@@ -129,44 +169,140 @@ pub(crate) async fn serve_connection<S>(
                     );
                     break;
                 }
-            },
-            None => rx.recv().await,
-        };
-        let Some((frame, room)) = next else { break };
-        match respond(handler.as_ref(), &mut session, frame).await {
-            Ok(Some(out)) => {
-                if let Err(e) = write_frame(&mut wr, &out).await {
-                    tracing::debug!(peer = %peer, error = %e, "client went away");
+            }
+        } else if later.is_empty() {
+            rx.recv().await
+        } else {
+            tokio::select! {
+                biased;
+                Some((out, room)) = later.next() => {
+                    let go_on = send(&mut wr, &peer, out).await;
+                    drop(room);
+                    if go_on {
+                        continue;
+                    }
                     break;
                 }
+                next = rx.recv(), if later.len() < config.max_in_flight.max(1) => next,
             }
-            Ok(None) => {}
-            Err(Close(why)) => {
-                tracing::warn!(peer = %peer, "closing connection: {why}");
-                break;
-            }
+        };
+        let Some((frame, room)) = next else { break };
+        // Only produce requests overlap: any other request is started once
+        // everything before it is answered.
+        let produce = !session.raw_tokens && frame.len() >= 2 && frame[..2] == PRODUCE_KEY;
+        if !produce && !drain(&mut later, &mut wr, &peer).await {
+            break;
         }
-        drop(room);
+        let go_on = match start(handler.as_ref(), &mut session, frame).await {
+            Ok(Started::Later(response)) => {
+                later.push_back(Box::pin(async move { (response.await, room) }));
+                true
+            }
+            Ok(Started::Now(out)) => {
+                let go_on = send(&mut wr, &peer, Ok(out)).await;
+                drop(room);
+                go_on
+            }
+            Err(close) => {
+                // What was started before this request is still answered.
+                drain(&mut later, &mut wr, &peer).await;
+                send(&mut wr, &peer, Err(close)).await
+            }
+        };
+        if !go_on {
+            break;
+        }
         if let Some(why) = session.close_after_response.take() {
+            drain(&mut later, &mut wr, &peer).await;
             tracing::info!(peer = %peer, "closing connection: {why}");
             break;
         }
     }
+    drain(&mut later, &mut wr, &peer).await;
     reader.abort();
+}
+
+const PRODUCE_KEY: [u8; 2] = (ApiKey::Produce as i16).to_be_bytes();
+
+/// A response frame (or why the connection closes) and the room its
+/// request held.
+type Written = (
+    Result<Option<Bytes>, Close>,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
+/// Writes one response; false when the connection is to close.
+async fn send<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    peer: &str,
+    out: Result<Option<Bytes>, Close>,
+) -> bool {
+    match out {
+        Ok(Some(out)) => match write_frame(wr, &out).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(peer = %peer, error = %e, "client went away");
+                false
+            }
+        },
+        Ok(None) => true,
+        Err(Close(why)) => {
+            tracing::warn!(peer = %peer, "closing connection: {why}");
+            false
+        }
+    }
+}
+
+/// Waits for every started request and writes its response, in order;
+/// false when the connection is to close.
+async fn drain<W: AsyncWrite + Unpin>(
+    later: &mut FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>>,
+    wr: &mut W,
+    peer: &str,
+) -> bool {
+    while let Some((out, room)) = later.next().await {
+        let go_on = send(wr, peer, out).await;
+        drop(room);
+        if !go_on {
+            // The rest are dropped unanswered: the connection closes.
+            *later = FuturesOrdered::new();
+            return false;
+        }
+    }
+    true
+}
+
+/// A request's response frame, now or later.
+pub(crate) enum Started {
+    Now(Option<Bytes>),
+    Later(Pin<Box<dyn Future<Output = Result<Option<Bytes>, Close>> + Send + 'static>>),
 }
 
 /// Decodes one request frame and produces its response frame (`None` when
 /// the request expects no response).
+#[cfg(test)]
 pub(crate) async fn respond(
     handler: &dyn Handler,
     session: &mut Session,
     frame: Bytes,
 ) -> Result<Option<Bytes>, Close> {
+    match start(handler, session, frame).await? {
+        Started::Now(out) => Ok(out),
+        Started::Later(out) => out.await,
+    }
+}
+
+/// Decodes one request frame and starts answering it.
+pub(crate) async fn start(
+    handler: &dyn Handler,
+    session: &mut Session,
+    frame: Bytes,
+) -> Result<Started, Close> {
     if session.raw_tokens {
         return handler
             .raw_sasl_token(session, frame)
             .await
-            .map(Some)
+            .map(|token| Started::Now(Some(token)))
             .map_err(|why| Close(format!("SASL authentication failed: {why}")));
     }
     if frame.len() < 8 {
@@ -184,19 +320,32 @@ pub(crate) async fn respond(
     if !versions::is_supported(api, version) {
         if api == ApiKey::ApiVersions {
             let (response, v) = versions::api_versions(version);
-            return encode(&header, api, ResponseKind::ApiVersions(response), v).map(Some);
+            return encode(&header, api, ResponseKind::ApiVersions(response), v)
+                .map(|out| Started::Now(Some(out)));
         }
-        return refuse(&header, api, version, body).map(Some);
+        return refuse(&header, api, version, body).map(|out| Started::Now(Some(out)));
     }
     let request = RequestKind::decode(api, &mut body, version)
         .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
-    let response = handler
-        .handle(session, &header, request)
+    drop(body);
+    let failed = move |e| Close(format!("{api:?} v{version} failed: {e}"));
+    match handler
+        .answer(session, &header, request)
         .await
-        .map_err(|e| Close(format!("{api:?} v{version} failed: {e}")))?;
-    response
-        .map(|r| encode(&header, api, r, version))
-        .transpose()
+        .map_err(failed)?
+    {
+        Answer::Now(response) => response
+            .map(|r| encode(&header, api, r, version))
+            .transpose()
+            .map(Started::Now),
+        Answer::Later(response) => Ok(Started::Later(Box::pin(async move {
+            response
+                .await
+                .map_err(failed)?
+                .map(|r| encode(&header, api, r, version))
+                .transpose()
+        }))),
+    }
 }
 
 /// Answers a request of a version this broker does not serve with
@@ -278,11 +427,15 @@ mod tests {
     }
 
     fn frame(api: ApiKey, version: i16, request: &RequestKind) -> Bytes {
+        numbered_frame(api, version, request, 77)
+    }
+
+    fn numbered_frame(api: ApiKey, version: i16, request: &RequestKind, correlation: i32) -> Bytes {
         let mut buf = BytesMut::new();
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
             .with_request_api_version(version)
-            .with_correlation_id(77)
+            .with_correlation_id(correlation)
             .with_client_id(Some(StrBytes::from_static_str("test")));
         encode_request_header_into_buffer(&mut buf, &header).unwrap();
         request.encode(&mut buf, version).unwrap();
@@ -563,6 +716,100 @@ mod tests {
             );
             // A request larger than the whole budget is still read, alone.
             assert!(written_while_held(100).await >= 1);
+        }
+
+        /// Produce requests answer later, once let go; anything else at once.
+        /// Logs what it starts.
+        struct Pipelined {
+            go: Arc<tokio::sync::Semaphore>,
+            started: Arc<std::sync::Mutex<Vec<i32>>>,
+        }
+
+        #[async_trait::async_trait]
+        impl Handler for Pipelined {
+            async fn handle(
+                &self,
+                _: &mut Session,
+                _: &RequestHeader,
+                _: RequestKind,
+            ) -> Result<Option<ResponseKind>, String> {
+                Err("handle is not what a connection calls".into())
+            }
+
+            async fn answer(
+                &self,
+                _: &mut Session,
+                header: &RequestHeader,
+                request: RequestKind,
+            ) -> Result<Answer, String> {
+                self.started.lock().unwrap().push(header.correlation_id);
+                match request {
+                    RequestKind::Produce(_) => {
+                        let go = self.go.clone();
+                        Ok(Answer::Later(Box::pin(async move {
+                            go.acquire().await.map_err(|e| e.to_string())?.forget();
+                            Ok(Some(ResponseKind::Produce(Default::default())))
+                        })))
+                    }
+                    _ => Ok(Answer::Now(Some(
+                        ResponseKind::Metadata(Default::default()),
+                    ))),
+                }
+            }
+        }
+
+        #[tokio::test]
+        async fn pipelined_produces_overlap_and_everything_else_waits_its_turn() {
+            let handler = Arc::new(Pipelined {
+                go: Arc::new(tokio::sync::Semaphore::new(0)),
+                started: Default::default(),
+            });
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let served = tokio::spawn(serve_connection(
+                server,
+                "test".into(),
+                handler.clone(),
+                ProtocolConfig::default(),
+                Session::plaintext("test"),
+            ));
+            let produce = RequestKind::Produce(m::ProduceRequest::default().with_acks(-1));
+            let metadata = RequestKind::Metadata(m::MetadataRequest::default());
+            for (n, (api, request)) in [
+                (ApiKey::Produce, &produce),
+                (ApiKey::Produce, &produce),
+                (ApiKey::Metadata, &metadata),
+                (ApiKey::Produce, &produce),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let version = if api == ApiKey::Produce { 9 } else { 12 };
+                write_frame(
+                    &mut client,
+                    &numbered_frame(api, version, request, n as i32),
+                )
+                .await
+                .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Both produces started before either was answered; the
+            // metadata request waits for them, and the produce after it too.
+            assert_eq!(*handler.started.lock().unwrap(), [0, 1]);
+            handler.go.add_permits(1);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(*handler.started.lock().unwrap(), [0, 1]);
+            handler.go.add_permits(2);
+            let mut answered = Vec::new();
+            for _ in 0..4 {
+                let mut out = crate::protocol::frame::read_frame(&mut client, 1 << 20)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                answered.push(i32::from_be_bytes(out.split_to(4)[..].try_into().unwrap()));
+            }
+            assert_eq!(answered, [0, 1, 2, 3]);
+            assert_eq!(*handler.started.lock().unwrap(), [0, 1, 2, 3]);
+            served.abort();
         }
 
         #[tokio::test]

@@ -56,12 +56,16 @@ pub async fn read_payload<R: AsyncRead + Unpin>(
     r: &mut R,
     size: usize,
 ) -> Result<Bytes, FrameError> {
-    let mut buf = BytesMut::zeroed(size);
-    match r.read_exact(&mut buf).await {
-        Ok(_) => Ok(buf.freeze()),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(FrameError::Truncated),
-        Err(e) => Err(e.into()),
+    // Read into spare capacity: zeroing a buffer the socket then fills
+    // costs a pass over every byte produced.
+    let mut buf = BytesMut::with_capacity(size);
+    let mut limited = r.take(size as u64);
+    while buf.len() < size {
+        if limited.read_buf(&mut buf).await? == 0 {
+            return Err(FrameError::Truncated);
+        }
     }
+    Ok(buf.freeze())
 }
 
 /// Writes one frame (length prefix and payload).

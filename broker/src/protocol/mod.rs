@@ -7,4 +7,4 @@ pub mod server;
 pub mod unsupported;
 pub mod versions;
 
-pub use connection::{Close, Handler, ProtocolConfig};
+pub use connection::{Answer, Close, Handler, LaterResponse, ProtocolConfig};

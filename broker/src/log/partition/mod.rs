@@ -122,8 +122,11 @@ struct Pending {
     id: u64,
     records: Bytes,
     headers: Vec<batch::BatchHeader>,
-    reply: tokio::sync::oneshot::Sender<Result<Appended, Refusal>>,
+    reply: tokio::sync::oneshot::Sender<Reply>,
 }
+
+/// What a queued append is answered once its flush cycle ends.
+type Reply = Result<Appended, Refusal>;
 
 /// Why a queued append was not acknowledged.
 #[derive(Clone, Debug)]
