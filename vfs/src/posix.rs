@@ -279,17 +279,35 @@ impl VfsFile for PosixFile {
     async fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         let (file, path) = (self.file.clone(), self.path.clone());
         run_blocking(move || {
-            let mut buf = vec![0u8; len];
-            let mut filled = 0;
-            while filled < len {
-                match file.read_at(&mut buf[filled..], offset + filled as u64) {
-                    Ok(0) => break,
-                    Ok(n) => filled += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(ctx("read", &path)(e)),
+            // Read into spare capacity: zeroing a buffer that pread then
+            // fills costs a pass over every byte a fetch reads.
+            let mut buf: Vec<u8> = Vec::with_capacity(len);
+            while buf.len() < len {
+                let (filled, at) = (buf.len(), offset + buf.len() as u64);
+                let spare = &mut buf.spare_capacity_mut()[..len - filled];
+                let at = libc::off_t::try_from(at).map_err(|_| {
+                    ctx("read", &path)(io::Error::from(io::ErrorKind::InvalidInput))
+                })?;
+                // SAFETY: pread writes at most `spare.len()` bytes to
+                // `spare`, memory this Vec owns and does not read meanwhile.
+                let n = unsafe {
+                    libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at)
+                };
+                match n {
+                    0 => break,
+                    n if n > 0 => {
+                        // SAFETY: the kernel initialised the `n` bytes
+                        // after the filled ones (n <= spare.len()).
+                        unsafe { buf.set_len(filled + n as usize) }
+                    }
+                    _ => {
+                        let e = io::Error::last_os_error();
+                        if e.kind() != io::ErrorKind::Interrupted {
+                            return Err(ctx("read", &path)(e));
+                        }
+                    }
                 }
             }
-            buf.truncate(filled);
             Ok(Bytes::from(buf))
         })
         .await

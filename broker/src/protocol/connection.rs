@@ -18,15 +18,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Encodable, decode_request_header_from_buffer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::frame::{read_length, read_payload, write_frame};
+use super::frame::{read_length, read_payload};
 use super::limits::ConnectionLimits;
+use super::response_frame::{ResponseFrame, Segmented};
 use super::{unsupported, versions};
 use crate::security::Session;
 
@@ -227,7 +228,7 @@ const PRODUCE_KEY: [u8; 2] = (ApiKey::Produce as i16).to_be_bytes();
 /// A response frame (or why the connection closes) and the room its
 /// request held.
 type Written = (
-    Result<Option<Bytes>, Close>,
+    Result<Option<ResponseFrame>, Close>,
     tokio::sync::OwnedSemaphorePermit,
 );
 
@@ -235,10 +236,10 @@ type Written = (
 async fn send<W: AsyncWrite + Unpin>(
     wr: &mut W,
     peer: &str,
-    out: Result<Option<Bytes>, Close>,
+    out: Result<Option<ResponseFrame>, Close>,
 ) -> bool {
     match out {
-        Ok(Some(out)) => match write_frame(wr, &out).await {
+        Ok(Some(out)) => match out.write_to(wr).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::debug!(peer = %peer, error = %e, "client went away");
@@ -274,22 +275,23 @@ async fn drain<W: AsyncWrite + Unpin>(
 
 /// A request's response frame, now or later.
 pub(crate) enum Started {
-    Now(Option<Bytes>),
-    Later(Pin<Box<dyn Future<Output = Result<Option<Bytes>, Close>> + Send + 'static>>),
+    Now(Option<ResponseFrame>),
+    Later(Pin<Box<dyn Future<Output = Result<Option<ResponseFrame>, Close>> + Send + 'static>>),
 }
 
-/// Decodes one request frame and produces its response frame (`None` when
-/// the request expects no response).
+/// Decodes one request frame and produces its response's payload (`None`
+/// when the request expects no response).
 #[cfg(test)]
 pub(crate) async fn respond(
     handler: &dyn Handler,
     session: &mut Session,
     frame: Bytes,
 ) -> Result<Option<Bytes>, Close> {
-    match start(handler, session, frame).await? {
-        Started::Now(out) => Ok(out),
-        Started::Later(out) => out.await,
-    }
+    let out = match start(handler, session, frame).await? {
+        Started::Now(out) => out,
+        Started::Later(out) => out.await?,
+    };
+    Ok(out.map(|f| f.payload()))
 }
 
 /// Decodes one request frame and starts answering it.
@@ -302,8 +304,12 @@ pub(crate) async fn start(
         return handler
             .raw_sasl_token(session, frame)
             .await
-            .map(|token| Started::Now(Some(token)))
-            .map_err(|why| Close(format!("SASL authentication failed: {why}")));
+            .map_err(|why| Close(format!("SASL authentication failed: {why}")))
+            .and_then(|token| {
+                ResponseFrame::whole(&token)
+                    .map(|f| Started::Now(Some(f)))
+                    .map_err(|e| Close(format!("cannot frame the SASL token: {e}")))
+            });
     }
     if frame.len() < 8 {
         return Err(Close(format!(
@@ -356,7 +362,7 @@ fn refuse(
     api: ApiKey,
     version: i16,
     mut body: Bytes,
-) -> Result<Bytes, Close> {
+) -> Result<ResponseFrame, Close> {
     let served = versions::supported(api)
         .map_or_else(|| "none".to_owned(), |(min, max)| format!("v{min}-v{max}"));
     let known = api.valid_versions();
@@ -389,18 +395,36 @@ fn encode(
     api: ApiKey,
     response: ResponseKind,
     version: i16,
-) -> Result<Bytes, Close> {
+) -> Result<ResponseFrame, Close> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Close(format!(
+            "cannot encode the {api:?} v{version} response: {e}"
+        ))
+    };
+    let header = ResponseHeader::default().with_correlation_id(header.correlation_id);
+    let header_version = api.response_header_version(version);
+    if let ResponseKind::Fetch(r) = &response {
+        // A fetch response's records go to the socket as they were read.
+        let shared = r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter_map(|p| p.records.clone())
+            .collect();
+        let mut out = Segmented::new(shared);
+        header
+            .encode(&mut out, header_version)
+            .and_then(|_| r.encode(&mut out, version))
+            .map_err(|e| failed(&e))?;
+        return out.finish().map_err(|e| failed(&e));
+    }
     let mut out = BytesMut::new();
-    ResponseHeader::default()
-        .with_correlation_id(header.correlation_id)
-        .encode(&mut out, api.response_header_version(version))
+    out.put_u32(0);
+    header
+        .encode(&mut out, header_version)
         .and_then(|_| response.encode(&mut out, version))
-        .map_err(|e| {
-            Close(format!(
-                "cannot encode the {api:?} v{version} response: {e}"
-            ))
-        })?;
-    Ok(out.freeze())
+        .map_err(|e| failed(&e))?;
+    ResponseFrame::prefixed(out).map_err(|e| failed(&e))
 }
 
 #[cfg(test)]
@@ -451,7 +475,7 @@ mod tests {
         let out = if versions::is_supported(api, version) {
             let mut body = framed;
             let header = decode_request_header_from_buffer(&mut body).unwrap();
-            refuse(&header, api, version, body)
+            refuse(&header, api, version, body).map(|f| f.payload())
         } else {
             respond(&Untouched, &mut Session::plaintext("test"), framed)
                 .await
@@ -626,6 +650,7 @@ mod tests {
     #[cfg(not(madsim))]
     mod limits {
         use super::*;
+        use crate::protocol::frame::write_frame;
 
         /// Answers ApiVersions once let go, counting the requests it was given.
         struct Held {

@@ -3,6 +3,7 @@
 pub mod connection;
 pub mod frame;
 pub mod limits;
+mod response_frame;
 pub mod server;
 pub mod unsupported;
 pub mod versions;
