@@ -18,12 +18,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(args, port, log_path, env=None, timeout=30, poll=0.05):
-    """Starts `kaas ARGS` with its output appended to `log_path` and waits
-    until 127.0.0.1:`port` accepts connections; raises, naming the log, if
-    the process exits first or the port stays closed for `timeout` s."""
+def start(args, port, log_path, env=None, timeout=30, poll=0.05, binary=None, cwd=None):
+    """Starts `kaas ARGS` (or another broker's `binary`) with its output
+    appended to `log_path` and waits until 127.0.0.1:`port` accepts
+    connections; raises, naming the log, if the process exits first or the
+    port stays closed for `timeout` s."""
+    name = os.path.basename(binary or KAAS)
     with open(log_path, "a") as log:
-        proc = subprocess.Popen([KAAS, *args], stdout=log, stderr=log,
+        proc = subprocess.Popen([binary or KAAS, *args], stdout=log, stderr=log, cwd=cwd,
                                 env=env if env is not None else dict(os.environ))
     deadline = time.monotonic() + timeout
     while True:
@@ -32,10 +34,10 @@ def start(args, port, log_path, env=None, timeout=30, poll=0.05):
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"kaas exited with {proc.returncode}; see {log_path}")
+                raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"kaas did not listen on {port} in {timeout} s; see {log_path}")
+                raise RuntimeError(f"{name} did not listen on {port} in {timeout} s; see {log_path}")
             time.sleep(poll)
 
 

@@ -3,16 +3,19 @@ same run: see the module docs of each phase below and README.md.
 
 Run: bash ci/bench/run            (all phases)
      bash ci/bench/run produce    (some phases: bounds produce native latency
-                                   e2e txn tls failover sim)
+                                   e2e txn tls failover scale sim)
 
 Clients: confluent-kafka (librdkafka) from Python, one process per producer;
 the native phase runs librdkafka's C load generator, rdkafka_performance
 (ci/bench/rdkafka_performance.sh builds it), so that the broker and not
-the client is measured.
+the client is measured, against kaas on three volumes (local disk, tmpfs,
+the NFS-like test volume) and against the peer broker Tansu
+(ci/bench/tansu.sh installs it).
 Every figure is printed next to its bound; absolute numbers on a shared
 2-core machine drift from run to run, the ratios much less.
 """
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -36,6 +39,9 @@ KAAS = os.environ.get("KAAS_BIN", "target/release/kaas")
 MESSAGES = int(os.environ.get("KAAS_BENCH_MESSAGES", "200000"))
 ROUNDS = int(os.environ.get("KAAS_BENCH_FAILOVER_ROUNDS", "10"))
 OUT = os.environ.get("KAAS_BENCH_OUT", "target/bench-results")
+# The test volume's commit (fsync) latency: a cloud NFS service commits in
+# 2 to 3 ms.
+COMMIT_MS = float(os.environ.get("KAAS_BENCH_COMMIT_MS", "2.5"))
 
 
 def say(*what):
@@ -122,33 +128,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kaasproc import free_port, start as start_kaas  # noqa: E402
 
 
-class Cluster:
-    """`n` kaas processes sharing one data directory."""
+class Brokers:
+    """What the phases need of a broker deployment: a bootstrap list, the
+    broker processes (for their CPU time and memory), topics."""
 
-    def __init__(self, data, n=1, session_timeout=10, heartbeat=2, partitions=1):
-        self.data = data
-        self.ports = [free_port() for _ in range(n)]
-        self.procs = [None] * n
-        self.args = dict(session_timeout=session_timeout, heartbeat=heartbeat, partitions=partitions)
-        for i in range(n):
-            self.start(i)
-        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
-        self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
-
-    def start(self, i):
-        a = self.args
-        self.procs[i] = start_kaas(
-            ["--data-dir", self.data, "--broker-id", str(i), "--listen", f"127.0.0.1:{self.ports[i]}",
-             "--session-timeout-secs", str(a["session_timeout"]), "--heartbeat-interval-secs", str(a["heartbeat"]),
-             "--num-partitions", str(a["partitions"])],
-            self.ports[i], os.path.join(self.data, f"kaas-{i}.log"),
-            env={**os.environ, "KAAS_LOG": "info"})
-
-    def stop(self):
-        for p in self.procs:
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+    bootstrap = ""
+    procs = []
 
     def create(self, topic, partitions):
         self.admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
@@ -169,6 +154,53 @@ class Cluster:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"{topic}: no leaders")
+
+    def stop(self):
+        for p in self.procs:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+class Cluster(Brokers):
+    """`n` kaas processes sharing one data directory."""
+
+    def __init__(self, data, n=1, session_timeout=10, heartbeat=2, partitions=1, logs=None):
+        self.data = data
+        self.logs = logs or data
+        self.ports = [free_port() for _ in range(n)]
+        self.procs = [None] * n
+        self.args = dict(session_timeout=session_timeout, heartbeat=heartbeat, partitions=partitions)
+        for i in range(n):
+            self.start(i)
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def start(self, i):
+        a = self.args
+        self.procs[i] = start_kaas(
+            ["--data-dir", self.data, "--broker-id", str(i), "--listen", f"127.0.0.1:{self.ports[i]}",
+             "--session-timeout-secs", str(a["session_timeout"]), "--heartbeat-interval-secs", str(a["heartbeat"]),
+             "--num-partitions", str(a["partitions"])],
+            self.ports[i], os.path.join(self.logs, f"kaas-{i}.log"),
+            env={**os.environ, "KAAS_LOG": "info"})
+
+
+class Tansu(Brokers):
+    """The peer broker, Tansu, on one of its storage engines: `memory`
+    (keeps nothing) or `sqlite` (a database file in `data`)."""
+
+    def __init__(self, binary, engine, data):
+        port = free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        url = {"memory": "memory://tansu/", "sqlite": "sqlite://tansu.db"}[engine]
+        # The sqlite engine's path is relative to the working directory.
+        self.procs = [start_kaas(
+            ["broker", "--listener-url", f"tcp://{self.bootstrap}",
+             "--advertised-listener-url", f"tcp://{self.bootstrap}", "--storage-engine", url],
+            port, os.path.join(data, "tansu.log"), binary=os.path.abspath(binary), cwd=data,
+            env={**os.environ, "RUST_LOG": "warn"})]
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
 
 
 # ---- produce / consume --------------------------------------------------------
@@ -425,35 +457,117 @@ def children_cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def native(disk, shm, tool, size=1024, count=5 * MESSAGES):
-    """The broker measured with a native client: 1, 8 and 64 partitions
-    with 1 and 4 producer processes, on disk and on tmpfs, each row with
-    the broker's and the clients' CPU seconds over the run (a side near
-    the run's wall time x cores is the bottleneck) and its ratio to the
-    same volume's 1-partition, 4-producer row."""
-    rows = []
-    for where, data in (("disk", disk), ("tmpfs", shm)):
-        d = os.path.join(data, "native")
-        os.makedirs(d, exist_ok=True)
-        c = Cluster(d, n=1)
+NATIVE_CONSUMED = re.compile(r"% (\d+) messages \((\d+) bytes\) consumed in (\d+)ms")
+
+NATIVE_ROWS = ((1, 1), (1, 4), (8, 4), (64, 4))
+
+
+def native_consume(tool, bootstrap, topic, partitions, count, consumers=1):
+    """`consumers` rdkafka_performance consumers, the topic's partitions
+    dealt out between them, reading from the start until each has seen
+    the end of its partitions: throughput of all `count` messages from the
+    first message to the end (the slowest consumer's own clock; a short
+    fetch.wait.max.ms, so that seeing the end costs 20 ms, not 500), and
+    the clients' CPU seconds."""
+    cmds = []
+    for i in range(consumers):
+        parts = [arg for p in range(i, partitions, consumers) for arg in ("-p", str(p))]
+        cmds.append([tool, "-C", "-t", topic, "-b", bootstrap, *parts, "-o", "beginning", "-e", "-q",
+                     "-X", "enable.partition.eof=true", "-X", "fetch.wait.max.ms=20", "-X", "fetch.max.bytes=52428800",
+                     "-X", "max.partition.fetch.bytes=8388608"])
+    cpu0 = children_cpu_seconds()
+    start = time.perf_counter()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for cmd in cmds]
+    msgs = nbytes = 0
+    secs = 0.0
+    for pr in procs:
+        out, _ = pr.communicate(timeout=600)
+        done = NATIVE_CONSUMED.findall(out)
+        if not done:
+            raise RuntimeError(f"rdkafka_performance -C printed no summary:\n{out[-2000:]}")
+        msgs += int(done[-1][0])
+        nbytes += int(done[-1][1])
+        secs = max(secs, int(done[-1][2]) / 1000)
+    wall = time.perf_counter() - start
+    if msgs != count:
+        raise RuntimeError(f"{topic}: consumed {msgs} messages, {count} were acknowledged")
+    return {"msgs": msgs / secs, "mbps": nbytes / 1e6 / secs, "got": msgs, "secs": secs, "wall": wall,
+            "consumers": consumers, "client_cpu": children_cpu_seconds() - cpu0}
+
+
+@contextlib.contextmanager
+def test_volume(shm, commit_ms):
+    """The NFS-like FUSE test volume (testvol/, as in the power-loss rounds)
+    with `commit_ms` per fsync and 1 ms per create/rename/unlink, its
+    backing directory on tmpfs so that the latencies are the volume's own:
+    yields its data directory, or None (saying why) where FUSE cannot be
+    mounted."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "powerloss"))
+    from testvol import TestVol, fuse_available  # noqa: E402
+    why = fuse_available()
+    if why is None and os.geteuid() != 0:
+        why = "mounting it needs root"
+    if why is not None:
+        say(f"no test volume: {why}")
+        yield None
+        return
+    subprocess.run(["cargo", "build", "--locked", "--release", "-q", "-p", "testvol"], check=True)
+    work = tempfile.mkdtemp(prefix="kaas-bench-vol-", dir=shm)
+    vol = TestVol(work, 1, "target/release/testvol", ["--commit-ms", str(commit_ms), "--metadata-ms", "1"])
+    try:
+        yield os.path.join(vol.points[0], "data")
+    finally:
+        vol.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def client_bound(row, cores):
+    """The clients used more than half of the machine's CPU over the row:
+    a faster broker could not have gone much faster."""
+    return row["client_cpu"] > 0.5 * row["secs"] * cores
+
+
+def native(deployments, tool, sizes=(1024, 100), count=5 * MESSAGES):
+    """Brokers measured with a native client, one deployment after the
+    other: for each message size, 1, 8 and 64 partitions with 1 and 4
+    producer processes (`count` 1 KB messages a row, five times as many
+    of 100 B), each row with the broker's and the clients'
+    CPU seconds (a side near the run's wall time x cores is the
+    bottleneck); then one consumer reads the 8-partition 1 KB topic back.
+    `deployments` is a list of (broker, volume, start) where start() gives
+    a running Brokers."""
+    rows, consumes = [], []
+    for broker, where, start in deployments:
+        c = start()
         try:
-            for partitions, producers in ((1, 1), (1, 4), (8, 4), (64, 4)):
-                topic = f"n-{partitions}-{producers}"
-                c.create(topic, partitions)
-                say(f"native produce on {where}: {count} x {size} B, {partitions} partition(s), "
-                    f"{producers} rdkafka_performance process(es)")
-                broker0 = cpu_seconds(c.procs[0].pid)
-                clients0 = children_cpu_seconds()
-                r = native_produce(tool, c.bootstrap, topic, size, producers, count)
-                r.update(where=where, size=size, partitions=partitions, producers=producers,
-                         broker_cpu=cpu_seconds(c.procs[0].pid) - broker0,
-                         client_cpu=r.pop("client_cpu_total") - clients0)
-                rows.append(r)
-                say(f"  {r['mbps']:.1f} MB/s, broker CPU {r['broker_cpu']:.2f} s, "
-                    f"clients CPU {r['client_cpu']:.2f} s, wall {r['secs']:.2f} s, {r['errors']} failed")
+            pid = c.procs[0].pid
+            for size in sizes:
+                n = count * max(1, 512 // size)
+                for partitions, producers in NATIVE_ROWS:
+                    topic = f"n-{size}-{partitions}-{producers}"
+                    c.create(topic, partitions)
+                    say(f"native produce, {broker} on {where}: {n:,} x {size} B, {partitions} partition(s), "
+                        f"{producers} rdkafka_performance process(es)")
+                    broker0, clients0 = cpu_seconds(pid), children_cpu_seconds()
+                    r = native_produce(tool, c.bootstrap, topic, size, producers, n)
+                    r.update(broker=broker, where=where, size=size, partitions=partitions, producers=producers,
+                             broker_cpu=cpu_seconds(pid) - broker0,
+                             client_cpu=r.pop("client_cpu_total") - clients0)
+                    rows.append(r)
+                    say(f"  {r['mbps']:.1f} MB/s, broker CPU {r['broker_cpu']:.2f} s, "
+                        f"clients CPU {r['client_cpu']:.2f} s, wall {r['secs']:.2f} s, {r['errors']} failed")
+                    if size == 1024 and (partitions, producers) == (8, 4):
+                        for consumers in (1, 2):
+                            broker0 = cpu_seconds(pid)
+                            k = native_consume(tool, c.bootstrap, topic, partitions, r["acked"], consumers)
+                            k.update(broker=broker, where=where, size=size, partitions=partitions,
+                                     broker_cpu=cpu_seconds(pid) - broker0, produce_mbps=r["mbps"])
+                            consumes.append(k)
+                            say(f"  {consumers} consumer(s): {k['mbps']:.1f} MB/s ({k['got']:,} messages), "
+                                f"broker CPU {k['broker_cpu']:.2f} s, clients CPU {k['client_cpu']:.2f} s")
         finally:
             c.stop()
-    return rows
+    return {"produce": rows, "consume": consumes}
 
 
 def end_to_end(bootstrap, topic, rate=2000, seconds=8, size=100):
@@ -568,6 +682,185 @@ def failover(data, rounds, how, session_timeout):
     return out
 
 
+# ---- many partitions -----------------------------------------------------------
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def all_led(cluster, topics, per, avoid=None):
+    """Every partition of `topics` has a live leader (not `avoid`)."""
+    try:
+        md = cluster.admin.list_topics(timeout=10)
+    except Exception:
+        return False
+    live = set(md.brokers) - {avoid}
+    for name in topics:
+        t = md.topics.get(name)
+        if t is None or t.error is not None or len(t.partitions) != per:
+            return False
+        if any(p.leader not in live for p in t.partitions.values()):
+            return False
+    return True
+
+
+def wait_led(cluster, topics, per, avoid=None, timeout=300):
+    deadline = time.perf_counter() + timeout
+    while not all_led(cluster, topics, per, avoid):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{len(topics)} topics: not all partitions led after {timeout} s")
+        time.sleep(0.05)
+
+
+def api_versions_connections(port, n):
+    """`n` client connections to one broker, each having been answered
+    an ApiVersions request (so that the broker holds its per-connection
+    state), kept open."""
+    client = b"bench"
+    body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + (1).to_bytes(4, "big") + \
+        len(client).to_bytes(2, "big") + client
+    frame = len(body).to_bytes(4, "big") + body
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(frame)
+        size = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
+        s.recv(size, socket.MSG_WAITALL)
+        socks.append(s)
+    return socks
+
+
+def scale(data, logs, steps=(10, 100, 1000), per=10, session_timeout=10, records=200, size=512):
+    """Three brokers on one volume with 10, 100 and 1,000 partitions (topics
+    of `per` partitions): creating them, resident memory per partition and
+    per connection, Metadata latency, one consumer reading all of them,
+    start-up of the whole cluster on the populated volume, and failover
+    when the broker leading the most partitions is killed."""
+    rows = []
+    for total in steps:
+        d = os.path.join(data, f"scale-{total}")
+        os.makedirs(d, exist_ok=True)
+        topics = [f"s{total}-{i:03d}" for i in range(total // per)]
+        c = Cluster(d, n=3, session_timeout=session_timeout, logs=logs)
+        try:
+            row = {"partitions": total, "topics": len(topics), "per": per}
+            time.sleep(1)
+            empty = [rss_mb(p.pid) for p in c.procs]
+            say(f"scale, {total} partitions: creating {len(topics)} topics of {per}")
+            t0 = time.perf_counter()
+            for i in range(0, len(topics), 50):
+                fs = c.admin.create_topics([NewTopic(t, num_partitions=per) for t in topics[i:i + 50]])
+                for f in fs.values():
+                    f.result(120)
+            wait_led(c, topics, per)
+            row["create_s"] = time.perf_counter() - t0
+            say(f"  created and led in {row['create_s']:.2f} s; writing {records} x {size} B to each partition")
+            p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5,
+                          "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151})
+            payload = b"r" * size
+            t0 = time.perf_counter()
+            for t in topics:
+                for part in range(per):
+                    for _ in range(records):
+                        p.produce(t, payload, partition=part)
+                    p.poll(0)
+            left = p.flush(300)
+            row["produce_s"] = time.perf_counter() - t0
+            if left:
+                raise RuntimeError(f"{left} messages not delivered")
+            time.sleep(1)
+            loaded = [rss_mb(x.pid) for x in c.procs]
+            row["rss_mb"] = sum(loaded)
+            row["rss_per_partition_kb"] = (sum(loaded) - sum(empty)) * 1024 / total
+            lat = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                c.admin.list_topics(timeout=30)
+                lat.append((time.perf_counter() - t0) * 1000)
+            lat.sort()
+            row["metadata_ms"], row["metadata_p99_ms"] = statistics.median(lat), lat[-1]
+            say(f"  {sum(loaded):.0f} MB resident in all ({row['rss_per_partition_kb']:.0f} KB per partition); "
+                f"Metadata of all topics median {row['metadata_ms']:.1f} ms")
+            before = rss_mb(c.procs[0].pid)
+            socks = api_versions_connections(c.ports[0], 200)
+            row["rss_per_connection_kb"] = (rss_mb(c.procs[0].pid) - before) * 1024 / len(socks)
+            for sk in socks:
+                sk.close()
+            cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"bench-scale-{total}",
+                             "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+                             "max.partition.fetch.bytes": 1048576})
+            cons.assign([TopicPartition(t, part, 0) for t in topics for part in range(per)])
+            expect, got, first, idle = total * records, 0, None, 0
+            t0 = time.perf_counter()
+            while got < expect and idle < 5:
+                batch = cons.consume(10000, timeout=2)
+                idle = 0 if batch else idle + 1
+                n = sum(1 for m in batch if m.error() is None)
+                if n and first is None:
+                    first = time.perf_counter() - t0
+                got += n
+            secs = time.perf_counter() - t0
+            cons.close()
+            row.update(consume_s=secs, consume_first_s=first, consume_got=got, consume_expect=expect,
+                       consume_mbps=got * size / 1e6 / secs)
+            say(f"  one consumer read {got:,}/{expect:,} messages from all partitions in {secs:.2f} s "
+                f"({row['consume_mbps']:.1f} MB/s); {row['rss_per_connection_kb']:.0f} KB per connection")
+            # The whole cluster restarted on the populated volume.
+            c.stop()
+            t0 = time.perf_counter()
+            for i in range(3):
+                c.start(i)
+            wait_led(c, topics, per)
+            row["startup_s"] = time.perf_counter() - t0
+            say(f"  restart of all three brokers: every partition led after {row['startup_s']:.2f} s")
+            # Failover: kill -9 the broker leading the most partitions.
+            md = c.admin.list_topics(timeout=30)
+            led = {}
+            for t in topics:
+                for part, pm in md.topics[t].partitions.items():
+                    led.setdefault(pm.leader, []).append((t, part))
+            victim = max(led, key=lambda b: len(led[b]))
+            theirs = led[victim]
+            acks = {}
+            p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0,
+                          "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000,
+                          "retry.backoff.ms": 50, "retry.backoff.max.ms": 200, "log_level": 3})
+            p.list_topics(timeout=30)
+            c.procs[victim].kill()
+            hit = time.perf_counter()
+
+            def acked(err, msg):
+                if err is None:
+                    acks[(msg.topic(), msg.partition())] = time.perf_counter() - hit
+
+            for t, part in theirs:
+                p.produce(t, b"after", partition=part, on_delivery=acked)
+            t_led = None
+            while len(acks) < len(theirs) and time.perf_counter() - hit < 180:
+                p.poll(0.05)
+                if t_led is None and all_led(c, topics, per, avoid=victim):
+                    t_led = time.perf_counter() - hit
+            p.flush(10)
+            c.procs[victim].wait()
+            row.update(victim_partitions=len(theirs), failover_led_s=t_led,
+                       failover_writable_s=max(acks.values()) if len(acks) == len(theirs) else None,
+                       failover_writable_count=len(acks), session_timeout=session_timeout)
+            say(f"  kill -9 of broker {victim} (leading {len(theirs)}): all led again after "
+                f"{t_led if t_led is not None else float('nan'):.2f} s, all of them written to after "
+                f"{row['failover_writable_s'] if row['failover_writable_s'] is not None else float('nan'):.2f} s "
+                f"({len(acks)}/{len(theirs)})")
+            rows.append(row)
+        finally:
+            c.stop()
+            shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
 # ---- simulator --------------------------------------------------------------
 
 
@@ -614,7 +907,7 @@ def plot(curves, fsync_ms, path):
     ax.set_xlabel("acknowledged messages/s (1 KB, acks=all, idempotent, 1 partition, linger.ms=0)")
     ax.set_ylabel("produce latency, ms")
     ax.set_yscale("log")
-    ax.set_title("kaas produce latency vs throughput (disk solid, tmpfs dashed)")
+    ax.set_title("kaas produce latency vs throughput (disk solid, tmpfs dashed, test volume dotted)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -623,7 +916,7 @@ def plot(curves, fsync_ms, path):
 
 def main():
     phases = set(sys.argv[1:]) or {"bounds", "produce", "native", "latency", "e2e", "txn", "tls", "failover",
-                                   "sim"}
+                                   "scale", "sim"}
     os.makedirs(OUT, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = {"machine": machine(), "started": stamp, "messages": MESSAGES}
@@ -680,29 +973,35 @@ def main():
             # Idempotence on (at most 5 requests in flight, like the Java
             # client): without it librdkafka pipelines requests without
             # bound and latency is queueing, not service. The same curve on
-            # tmpfs shows what the client and the protocol cost alone.
+            # tmpfs shows what the client and the protocol cost alone; on
+            # the test volume, what a 2.5 ms commit adds.
             conf = {"linger.ms": 0, "enable.idempotence": True, "queue.buffering.max.messages": 1000000}
-            for where, data in (("disk", disk), ("tmpfs", shm)):
-                os.makedirs(os.path.join(data, "latency"), exist_ok=True)
-                c = Cluster(os.path.join(data, "latency"), n=1)
-                try:
-                    c.create("lat", 1)
-                    say(f"latency on {where}: 1 KB at full speed, linger.ms=0, idempotent")
-                    top = produce(c.bootstrap, "lat", 1024, 1, 1, conf, count=MESSAGES // 2)
-                    curve = []
-                    for frac in (0.1, 0.25, 0.5, 0.75, 0.9):
-                        rate = top["msgs"] * frac
-                        n = int(min(max(rate * 6, 2000), MESSAGES // 2))
-                        say(f"latency on {where}: {rate:,.0f} msgs/s offered ({frac:.0%} of {top['msgs']:,.0f})")
-                        r = produce(c.bootstrap, "lat", 1024, 1, 1, conf, rate=rate, count=n)
-                        r["offered"] = rate
-                        r["fraction"] = frac
-                        curve.append(r)
-                        say(f"  p50 {r['p50']:.2f} p99 {r['p99']:.2f} p99.9 {r['p999']:.2f} ms")
-                    curve.append({**top, "offered": None, "fraction": 1.0})
-                    results["latency" if where == "disk" else "latency_tmpfs"] = curve
-                finally:
-                    c.stop()
+            with test_volume(shm, COMMIT_MS) as vol:
+                volumes = [("disk", disk), ("tmpfs", shm)] + ([("testvol", vol)] if vol else [])
+                for where, data in volumes:
+                    d = os.path.join(data, "latency")
+                    os.makedirs(d, exist_ok=True)
+                    logs = tempfile.mkdtemp(prefix="logs-", dir=shm)
+                    c = Cluster(d, n=1, logs=logs)
+                    try:
+                        c.create("lat", 1)
+                        say(f"latency on {where}: 1 KB at full speed, linger.ms=0, idempotent")
+                        top = produce(c.bootstrap, "lat", 1024, 1, 1, conf, count=MESSAGES // 2)
+                        curve = []
+                        for frac in (0.1, 0.25, 0.5, 0.75, 0.9):
+                            rate = top["msgs"] * frac
+                            n = int(min(max(rate * 6, 2000), MESSAGES // 2))
+                            say(f"latency on {where}: {rate:,.0f} msgs/s offered ({frac:.0%} of {top['msgs']:,.0f})")
+                            r = produce(c.bootstrap, "lat", 1024, 1, 1, conf, rate=rate, count=n)
+                            r["offered"] = rate
+                            r["fraction"] = frac
+                            curve.append(r)
+                            say(f"  p50 {r['p50']:.2f} p99 {r['p99']:.2f} p99.9 {r['p999']:.2f} ms")
+                        curve.append({**top, "offered": None, "fraction": 1.0})
+                        results["latency" if where == "disk" else f"latency_{where}"] = curve
+                    finally:
+                        c.stop()
+            results["commit_ms"] = COMMIT_MS
 
         if "e2e" in phases:
             os.makedirs(os.path.join(disk, "e2e"), exist_ok=True)
@@ -723,9 +1022,28 @@ def main():
                 c.stop()
 
         if "native" in phases:
-            tool = subprocess.run(["bash", "ci/bench/rdkafka_performance.sh"], check=True,
+            tool = subprocess.run(["bash", "ci/bench/rdkafka_performance.sh", sys.prefix], check=True,
                                   capture_output=True, text=True).stdout.strip().splitlines()[-1]
-            results["native"] = native(disk, shm, tool)
+            say("the peer broker: bash ci/bench/tansu.sh (a ten-minute build the first time)")
+            tansu = subprocess.run(["bash", "ci/bench/tansu.sh"], check=True,
+                                   stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+
+            def fresh(parent, name):
+                d = os.path.join(parent, name)
+                os.makedirs(d, exist_ok=True)
+                return d
+
+            logs = fresh(shm, "native-logs")
+            with test_volume(shm, COMMIT_MS) as vol:
+                deployments = [("kaas", "disk", lambda: Cluster(fresh(disk, "native"), logs=logs)),
+                               ("kaas", "tmpfs", lambda: Cluster(fresh(shm, "native"), logs=logs))]
+                if vol:
+                    deployments.append(("kaas", "testvol", lambda: Cluster(fresh(vol, "native"), logs=logs)))
+                deployments += [("tansu-memory", "memory", lambda: Tansu(tansu, "memory", fresh(shm, "tansu-memory"))),
+                                ("tansu-sqlite", "disk", lambda: Tansu(tansu, "sqlite", fresh(disk, "tansu-sqlite")))]
+                results["native"] = native(deployments, tool)
+            results["commit_ms"] = COMMIT_MS
+            results["tansu"] = subprocess.run([tansu, "--version"], capture_output=True, text=True).stdout.strip()
 
         if "tls" in phases:
             os.makedirs(os.path.join(shm, "tls"), exist_ok=True)
@@ -739,6 +1057,10 @@ def main():
                 results[f"failover_{how}"] = failover(d, ROUNDS, how, st)
             results["session_timeout"] = st
 
+        if "scale" in phases:
+            logs = tempfile.mkdtemp(prefix="scale-logs-", dir=shm)
+            results["scale"] = scale(disk, logs)
+
         if "sim" in phases:
             results["sim"] = simulator()
     finally:
@@ -750,8 +1072,9 @@ def main():
     report = render(results)
     if "latency" in results:
         curves = [("disk", results["latency"], "-")]
-        if "latency_tmpfs" in results:
-            curves.append(("tmpfs", results["latency_tmpfs"], "--"))
+        for where, style in (("tmpfs", "--"), ("testvol", ":")):
+            if f"latency_{where}" in results:
+                curves.append((where, results[f"latency_{where}"], style))
         plot(curves, results["bounds"]["fsync_ms"], os.path.join(OUT, f"{stamp}.png"))
         shutil.copy(os.path.join(OUT, f"{stamp}.png"), os.path.join(OUT, "latest.png"))
     with open(os.path.join(OUT, f"{stamp}.md"), "w") as f:
@@ -759,6 +1082,126 @@ def main():
     shutil.copy(os.path.join(OUT, f"{stamp}.md"), os.path.join(OUT, "latest.md"))
     print(report)
     say(f"written: {OUT}/{stamp}.md, .json, .png (and latest.*)")
+
+
+def target(ok, what):
+    return f"- {'met' if ok else 'MISSED'}: {what}"
+
+
+def render_native(r):
+    n = r["native"]
+    rows, cores = n["produce"], os.cpu_count()
+    commit = r.get("commit_ms", COMMIT_MS)
+    key = {(x["broker"], x["where"], x["size"], x["partitions"], x["producers"]): x for x in rows}
+    out = [f"Native client: librdkafka's rdkafka_performance (C, linked against librdkafka 2.16.0, one process per producer, "
+           f"acks=all, linger.ms=5, random partitioner), {5 * r['messages']:,} messages of 1 KB or five times as many "
+           "of 100 B per row, one broker. Volumes: the local disk, tmpfs, and the NFS-like test volume (testvol/, "
+           f"FUSE, {commit:g} ms per commit and 1 ms per create/rename/unlink, backing store on tmpfs). The peer, "
+           f"{r.get('tansu', 'Tansu')}, runs on its memory engine (keeps nothing) and its sqlite engine (local disk). "
+           "`vs 1 partition` is the ratio to the same broker and volume's 1-partition, 4-producer row. CPU seconds of "
+           f"the broker and of the client processes against the run's wall time ({cores} cores) show who is the "
+           "bottleneck: `clients` where the clients used more than half of the machine.",
+           "",
+           "| broker | volume | message | partitions | producers | MB/s | msgs/s | vs 1 partition | broker CPU s | "
+           "MB per broker CPU-s | clients CPU s | wall s | bottleneck | failed |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for x in rows:
+        base = key.get((x["broker"], x["where"], x["size"], 1, 4))
+        ratio = f"{x['mbps'] / base['mbps']:.2f}" if base else "-"
+        mb = x["acked"] * x["size"] / 1e6
+        busy = "clients" if client_bound(x, cores) else "broker" if x["broker_cpu"] > 0.5 * x["secs"] * cores \
+            else "waits (commits, round trips)"
+        out.append(f"| {x['broker']} | {x['where']} | {x['size']} B | {x['partitions']} | {x['producers']} | "
+                   f"{x['mbps']:.1f} | {x['msgs']:,.0f} | {ratio} | {x['broker_cpu']:.2f} | "
+                   f"{mb / x['broker_cpu'] if x['broker_cpu'] else 0:,.0f} | {x['client_cpu']:.2f} | "
+                   f"{x['secs']:.2f} | {busy} | {x['errors']} |")
+    out += ["", "One and two rdkafka_performance consumers (the partitions dealt out between them) reading the "
+                "8-partition 1 KB topic from the start to its end, next to the produce row that wrote it (a "
+                "librdkafka consumer has one fetch in flight per broker, and parses between fetches):", "",
+            "| broker | volume | consumers | consume MB/s | produce MB/s | consume / produce | broker CPU s | "
+            "clients CPU s | first to last message s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for k in n["consume"]:
+        out.append(f"| {k['broker']} | {k['where']} | {k['consumers']} | {k['mbps']:.1f} | {k['produce_mbps']:.1f} | "
+                   f"{k['mbps'] / k['produce_mbps']:.2f} | {k['broker_cpu']:.2f} | {k['client_cpu']:.2f} | "
+                   f"{k['secs']:.2f} |")
+    out += ["", "Targets (ratios within this run):", ""]
+    for where in ("disk", "tmpfs", "testvol"):
+        base = key.get(("kaas", where, 1024, 1, 4))
+        for parts in (8, 64):
+            x = key.get(("kaas", where, 1024, parts, 4))
+            if base and x:
+                ratio = x["mbps"] / base["mbps"]
+                out.append(target(ratio >= 1.0, f"kaas on {where}, 1 KB, 4 producers: {parts} partitions "
+                                                f"{ratio:.2f}x the 1-partition throughput (>= 1.0)"))
+    vol, local = key.get(("kaas", "testvol", 1024, 8, 4)), key.get(("kaas", "disk", 1024, 8, 4))
+    if vol and local:
+        ratio = vol["mbps"] / local["mbps"]
+        out.append(target(ratio >= 0.7, f"kaas on the test volume ({commit:g} ms commits), 1 KB, 4 producers, "
+                                        f"8 partitions: {ratio:.2f}x the local disk (>= 0.7)"))
+    for k in n["consume"]:
+        if k["broker"] == "kaas" and k["consumers"] == 2:
+            ratio = k["mbps"] / k["produce_mbps"]
+            out.append(target(ratio >= 2.0, f"kaas on {k['where']}: consume (2 consumers) {ratio:.2f}x produce "
+                                            "(4 producers) (>= 2)"))
+    worst_eff, worst_tput = None, None
+    for x in rows:
+        if x["broker"] != "kaas" or x["where"] != "disk":
+            continue
+        peer = key.get(("tansu-memory", "memory", x["size"], x["partitions"], x["producers"]))
+        if not peer or not x["broker_cpu"] or not peer["broker_cpu"]:
+            continue
+        eff = (x["acked"] * x["size"] / x["broker_cpu"]) / (peer["acked"] * peer["size"] / peer["broker_cpu"])
+        what = f"{x['size']} B, {x['partitions']} partition(s), {x['producers']} producer(s)"
+        if worst_eff is None or eff < worst_eff[0]:
+            worst_eff = (eff, what)
+        if not client_bound(x, cores) and not client_bound(peer, cores):
+            tput = x["mbps"] / peer["mbps"]
+            if worst_tput is None or tput < worst_tput[0]:
+                worst_tput = (tput, what)
+    if worst_eff:
+        out.append(target(worst_eff[0] >= 1.5, f"MB per broker CPU-second, kaas durable on disk vs Tansu-memory: "
+                                               f"lowest {worst_eff[0]:.2f}x ({worst_eff[1]}; >= 1.5 on every row)"))
+    if worst_tput:
+        out.append(target(worst_tput[0] >= 1.0, f"throughput, kaas on disk vs Tansu-memory where neither row is "
+                                                f"client-bound: lowest {worst_tput[0]:.2f}x ({worst_tput[1]}; >= 1.0)"))
+    elif worst_eff:
+        out.append("- throughput, kaas on disk vs Tansu-memory: every row had a client-bound side")
+    return out + [""]
+
+
+def render_scale(rows):
+    out = ["Many partitions: three brokers on one volume (local disk), topics of 10 partitions, 200 x 512 B written "
+           "to every partition. Memory is resident set size (all three brokers; per connection: broker 0 after 200 "
+           "idle connections that each had an ApiVersions answered); Metadata is a full Metadata request (all "
+           "topics) from librdkafka, median of 20; the consumer is one confluent-kafka consumer assigned every "
+           "partition; start-up is all three brokers restarted on the populated volume until every partition has a "
+           "leader again; failover kills (-9) the broker leading the most partitions and measures until every one "
+           "of them has a new leader and until a message written to each of them is acknowledged.",
+           "",
+           "| partitions | create s | resident MB | KB per partition | KB per connection | Metadata ms (p50/max) | "
+           "consume all MB/s | consume s | start-up s | failover: partitions moved | led again s | writable s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    def f(v):
+        return f"{v:.2f}" if v is not None else "-"
+
+    for x in rows:
+        out.append(f"| {x['partitions']:,} | {x['create_s']:.2f} | {x['rss_mb']:.0f} | {x['rss_per_partition_kb']:.0f} | "
+                   f"{x['rss_per_connection_kb']:.0f} | {x['metadata_ms']:.1f} / {x['metadata_p99_ms']:.1f} | "
+                   f"{x['consume_mbps']:.1f} | {x['consume_s']:.2f} | {x['startup_s']:.2f} | "
+                   f"{x['victim_partitions']} | {f(x['failover_led_s'])} | {f(x['failover_writable_s'])} |")
+    out.append("")
+    for x in rows:
+        w = x["failover_writable_s"]
+        bound = x["session_timeout"] + 2
+        out.append(target(w is not None and w <= bound,
+                          f"{x['partitions']:,} partitions: the killed broker's {x['victim_partitions']} partitions "
+                          f"writable again after {f(w)} s "
+                          f"(<= session timeout {x['session_timeout']} s + 2 s)"))
+        if x["consume_got"] != x["consume_expect"]:
+            out.append(f"- MISSED: {x['partitions']:,} partitions: the consumer read {x['consume_got']:,} of "
+                       f"{x['consume_expect']:,} messages")
+    return out + [""]
 
 
 def render(r):
@@ -806,16 +1249,29 @@ def render(r):
         lines.append("")
     if "latency" in r:
         lines += ["Produce latency vs load (1 KB, acks=all, linger.ms=0, idempotent producer (5 requests in flight), "
-                  "one producer, one partition, disk); "
+                  "one producer, one partition; disk, tmpfs and the test volume); "
                   f"plot: `latest.png`. Target: p99 at half of max throughput <= 2 x one fsync + 2 ms = "
                   f"{2 * b['fsync_ms'] + 2:.2f} ms.",
                   "",
                   "| data | offered msgs/s | acknowledged msgs/s | p50 ms | p99 ms | p99.9 ms |",
                   "|---|---|---|---|---|---|"]
-        for key, where in (("latency", "disk"), ("latency_tmpfs", "tmpfs")):
+        for key, where in (("latency", "disk"), ("latency_tmpfs", "tmpfs"), ("latency_testvol", "testvol")):
             for x in r.get(key, []):
                 offered = f"{x['offered']:,.0f} ({x['fraction']:.0%})" if x["offered"] else "unpaced (max)"
                 lines.append(f"| {where} | {offered} | {x['msgs']:,.0f} | {x['p50']:.2f} | {x['p99']:.2f} | {x['p999']:.2f} |")
+        lines.append("")
+        half = {k: next((x for x in r.get(k, []) if x["fraction"] == 0.5), None)
+                for k in ("latency", "latency_tmpfs", "latency_testvol")}
+        if half["latency"]:
+            bound = 2 * b["fsync_ms"] + 2
+            lines.append(target(half["latency"]["p99"] <= bound, f"disk: p99 at half of max throughput "
+                                f"{half['latency']['p99']:.2f} ms (<= 2 fsyncs + 2 ms = {bound:.2f} ms)"))
+        if half["latency_testvol"] and half["latency_tmpfs"]:
+            commit = r.get("commit_ms", COMMIT_MS)
+            bound = half["latency_tmpfs"]["p99"] + 2 * commit
+            lines.append(target(half["latency_testvol"]["p99"] <= bound,
+                                f"test volume: p99 at half of max throughput {half['latency_testvol']['p99']:.2f} ms "
+                                f"(<= the tmpfs run's p99 + two {commit:g} ms commits = {bound:.2f} ms)"))
         lines.append("")
     if "e2e" in r:
         e = r["e2e"]
@@ -838,22 +1294,7 @@ def render(r):
                          f"{x['secs']:.2f} | {x['read_committed']:,.0f} | {x['read_uncommitted']:,.0f} |")
         lines.append("")
     if "native" in r:
-        lines += [f"Native client: {5 * r['messages']:,} messages of 1 KB per row from librdkafka's rdkafka_performance "
-                  "(C, Debian's librdkafka 2.0.2, one process per producer, acks=all, linger.ms=5, random partitioner), one broker. The ratio "
-                  "is to the same volume's 1-partition, 4-producer row. CPU seconds of the broker and of the client "
-                  "processes against the run's wall time (2 cores) show who is the bottleneck:",
-                  "",
-                  "| volume | partitions | producers | MB/s | vs 1 partition | broker CPU s | MB per broker CPU-s | "
-                  "clients CPU s | wall s | failed |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        base = {x["where"]: x for x in r["native"] if (x["partitions"], x["producers"]) == (1, 4)}
-        for x in r["native"]:
-            mb = x["acked"] * x["size"] / 1e6
-            ratio = x["mbps"] / base[x["where"]]["mbps"] if x["where"] in base else float("nan")
-            lines.append(f"| {x['where']} | {x['partitions']} | {x['producers']} | {x['mbps']:.1f} | {ratio:.2f} | "
-                         f"{x['broker_cpu']:.2f} | {mb / x['broker_cpu'] if x['broker_cpu'] else 0:,.0f} | "
-                         f"{x['client_cpu']:.2f} | {x['secs']:.2f} | {x['errors']} |")
-        lines.append("")
+        lines += render_native(r)
     if "tls" in r:
         lines += [f"TLS: {5 * r['messages']:,} messages per row through a PLAINTEXT and an SSL listener of the same broker (1 KB, acks=all, "
                   "linger.ms=5, data on tmpfs so that neither run waits for a disk; rustls on the broker, OpenSSL in "
@@ -870,6 +1311,8 @@ def render(r):
                          f"{x['mbps'] / base['mbps']:.2f} | {x['broker_cpu']:.2f} | "
                          f"{mb / x['broker_cpu'] if x['broker_cpu'] else 0:,.0f} | {x['client_cpu']:.2f} | {x['secs']:.2f} |")
         lines.append("")
+    if "scale" in r:
+        lines += render_scale(r["scale"])
     for how, label in (("kill", "kill -9 of the leader"), ("term", "controlled shutdown (SIGTERM) of the leader")):
         k = f"failover_{how}"
         if k in r:
