@@ -56,9 +56,9 @@ impl ResponseFrame {
         all.split_off(4).freeze()
     }
 
-    /// Writes the frame: parts beyond the first go out in one vectored
-    /// write where the stream supports it (a plain socket); a stream that
-    /// does not (TLS) gets the frame in one buffer.
+    /// Writes the frame: its parts go out in vectored writes where the
+    /// stream supports them (a plain socket, tokio-rustls); a stream that
+    /// does not (madsim's simulated TCP) gets the frame in one buffer.
     pub(crate) async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
         match self.parts.as_slice() {
             [one] => w.write_all(one).await?,
@@ -123,12 +123,19 @@ impl Segmented {
         let len = u32::try_from(self.offset() - 4).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "frame over 4 GiB")
         })?;
+        if self.parts.is_empty() {
+            // Nothing was shared: one buffer, patched in place.
+            self.current[..4].copy_from_slice(&len.to_be_bytes());
+            return Ok(ResponseFrame {
+                parts: vec![self.current.split().freeze()],
+            });
+        }
         let mut parts = std::mem::take(&mut self.parts);
         if !self.current.is_empty() {
             parts.push(self.current.split().freeze());
         }
-        // The prefix is in the first part, which is always owned: patch a
-        // copy of it (a few hundred bytes at most before the first share).
+        // The prefix is in the first part, what was encoded before the
+        // first shared slice (headers, small records): patch a copy of it.
         let mut head = BytesMut::from(&parts[0][..]);
         head[..4].copy_from_slice(&len.to_be_bytes());
         parts[0] = head.freeze();
@@ -292,6 +299,16 @@ mod tests {
         want.extend_from_slice(&b[1000..]);
         want.extend_from_slice(&[b'c'; 2000]);
         assert_eq!(frame.payload(), want);
+    }
+
+    #[test]
+    fn a_response_with_nothing_shared_is_one_part() {
+        let mut buf = Segmented::new(vec![records(10, b'a')]);
+        buf.put_slice(&records(3000, b'x'));
+        let frame = buf.finish().unwrap();
+        assert_eq!(frame.parts.len(), 1);
+        assert_eq!(&frame.parts[0][..4], &3000u32.to_be_bytes());
+        assert_eq!(frame.payload(), records(3000, b'x'));
     }
 
     #[test]
