@@ -237,6 +237,23 @@ pub struct Config {
     #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000)]
     pub connections_max_idle_ms: u64,
 
+    /// Start even when the data directory's NFS mount has an option that
+    /// breaks kaas's contract with the volume (soft, nocto, lookupcache=all,
+    /// a version before 4.1): the check's refusal becomes a warning.
+    #[arg(long, env = "KAAS_ALLOW_UNSAFE_MOUNT", default_value_t = false,
+          action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_unsafe_mount: bool,
+
+    /// Where the start-up mount check reads the mount table (tests point
+    /// it at a prepared one).
+    #[arg(
+        long,
+        env = "KAAS_MOUNTINFO",
+        default_value = "/proc/self/mountinfo",
+        hide = true
+    )]
+    pub mountinfo: PathBuf,
+
     /// Instead of running a broker: a tool that works on the volume.
     #[command(subcommand)]
     pub command: Option<Command>,

@@ -50,6 +50,9 @@ mod production {
                 return ExitCode::from(2);
             }
         };
+        if let Err(code) = check_mount(&config, volume.root()) {
+            return code;
+        }
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -72,6 +75,55 @@ mod production {
                 ExitCode::FAILURE
             }
         }
+    }
+
+    /// The data directory's mount, before anything is written to it: on
+    /// NFS, refuses options and versions that break the contract (unless
+    /// overridden)
+    /// and logs the version and attribute-cache timeouts. Where the mount
+    /// table cannot be read (not Linux), says so and goes on.
+    // The mount table is the host's, not the volume.
+    #[allow(clippy::disallowed_methods)]
+    fn check_mount(config: &Config, root: &std::path::Path) -> Result<(), ExitCode> {
+        use broker::mount_check::{find, refusal};
+        let table = match std::fs::read(&config.mountinfo) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(mountinfo = %config.mountinfo.display(), error = %e,
+                    "cannot read the mount table: the data directory's mount options are not checked");
+                return Ok(());
+            }
+        };
+        let mount = match find(&table, root) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the data directory's mount options are not checked");
+                return Ok(());
+            }
+        };
+        if !mount.is_nfs() {
+            tracing::info!(fs = %mount.fs_type, mount_point = %mount.point.display(),
+                "data directory is not on NFS");
+            return Ok(());
+        }
+        tracing::info!(mount = %mount.describe(), "data directory on NFS");
+        let violations = mount.violations();
+        if violations.is_empty() {
+            return Ok(());
+        }
+        if config.allow_unsafe_mount {
+            for v in &violations {
+                tracing::warn!(
+                    option = v.option,
+                    why = v.why,
+                    "unsafe NFS mount option, allowed by --allow-unsafe-mount"
+                );
+            }
+            return Ok(());
+        }
+        eprintln!("{}", refusal(root, &mount, &violations));
+        Err(ExitCode::from(2))
     }
 
     /// `kaas scram-user`: one user's credentials, written to the volume.

@@ -59,3 +59,97 @@ fn the_missing_data_dir_message_applies_to_the_environment_variable_too() {
     assert!(err.contains("does not exist"), "{err}");
     assert!(!missing.exists());
 }
+
+/// A mount table in which `dir` is an NFS mount with `options`.
+fn nfs_mountinfo(
+    scratch: &std::path::Path,
+    dir: &std::path::Path,
+    options: &str,
+) -> std::path::PathBuf {
+    let table = scratch.join("mountinfo");
+    let text = format!(
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
+         30 22 0:40 / {} rw,relatime shared:20 - nfs4 server:/export rw,{options},addr=10.0.0.1\n",
+        dir.display()
+    );
+    #[allow(clippy::disallowed_methods)] // the test's own scratch file, not a volume
+    std::fs::write(&table, text).expect("write");
+    table
+}
+
+#[test]
+fn an_nfs_mount_with_unsafe_options_is_refused_naming_each_option() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let data = scratch.path().join("data");
+    #[allow(clippy::disallowed_methods)] // the test's own scratch directory
+    std::fs::create_dir(&data).expect("mkdir");
+    let data = data.canonicalize().expect("canonical");
+    let table = nfs_mountinfo(scratch.path(), &data, "vers=4.2,soft,hard,nocto");
+    // Run as `starts` does, so that a check that let it start fails the
+    // test instead of hanging it.
+    let out = match starts(&data, &table, &[]) {
+        Ok(()) => panic!("kaas started on an unsafe NFS mount"),
+        Err(out) => out,
+    };
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for option in [
+        "soft:",
+        "nocto:",
+        "lookupcache=all:",
+        "--allow-unsafe-mount",
+    ] {
+        assert!(err.contains(option), "names {option}: {err}");
+    }
+    #[allow(clippy::disallowed_methods)] // reading the test's own scratch directory
+    let written = std::fs::read_dir(&data).expect("list").count();
+    assert_eq!(written, 0, "nothing is written to a refused volume");
+}
+
+/// Starts kaas on `data` with the mount table `table` and `extra`
+/// arguments: still running after a second (then killed), or its exit.
+fn starts(
+    data: &std::path::Path,
+    table: &std::path::Path,
+    extra: &[&str],
+) -> Result<(), std::process::Output> {
+    let mut child = kaas()
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--mountinfo")
+        .arg(table)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kaas");
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if child.try_wait().expect("wait").is_some() {
+            return Err(child.wait_with_output().expect("output"));
+        }
+    }
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    Ok(())
+}
+
+#[test]
+fn a_conforming_nfs_mount_starts_and_the_override_starts_an_unsafe_one() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    for (name, options, extra) in [
+        ("good", "vers=4.1,hard,lookupcache=pos", &[][..]),
+        ("forced", "vers=4.2,hard", &["--allow-unsafe-mount"][..]),
+    ] {
+        let data = scratch.path().join(name);
+        #[allow(clippy::disallowed_methods)] // the test's own scratch directory
+        std::fs::create_dir(&data).expect("mkdir");
+        let data = data.canonicalize().expect("canonical");
+        let table = nfs_mountinfo(scratch.path(), &data, options);
+        if let Err(out) = starts(&data, &table, extra) {
+            panic!("{name}: kaas exited: {out:?}");
+        }
+    }
+}
