@@ -8,6 +8,8 @@
 //!   current assignment lists it (it is registered: the controller counts
 //!   it live and may give it partitions); 503, with the reason, before
 //!   that and from the moment a shutdown begins.
+//! - `GET /metrics`: the broker's metrics in the Prometheus text format
+//!   (`crate::metrics`).
 
 use std::io;
 use std::sync::Arc;
@@ -15,6 +17,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::metrics::Metrics;
 
 const STARTING: u8 = 0;
 const READY: u8 = 1;
@@ -55,8 +59,9 @@ impl Readiness {
     }
 }
 
-/// Serves probes on `listener` until the task is dropped or aborted.
-pub async fn serve(listener: tokio::net::TcpListener, readiness: Readiness) {
+/// Serves probes and metrics on `listener` until the task is dropped or
+/// aborted.
+pub async fn serve(listener: tokio::net::TcpListener, readiness: Readiness, metrics: Metrics) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -66,10 +71,11 @@ pub async fn serve(listener: tokio::net::TcpListener, readiness: Readiness) {
                 continue;
             }
         };
-        let readiness = readiness.clone();
+        let (readiness, metrics) = (readiness.clone(), metrics.clone());
         tokio::spawn(async move {
             let answered =
-                tokio::time::timeout(Duration::from_secs(5), answer(stream, &readiness)).await;
+                tokio::time::timeout(Duration::from_secs(5), answer(stream, &readiness, &metrics))
+                    .await;
             if let Ok(Err(e)) = answered {
                 tracing::debug!(error = %e, "health probe connection failed");
             }
@@ -77,7 +83,11 @@ pub async fn serve(listener: tokio::net::TcpListener, readiness: Readiness) {
     }
 }
 
-async fn answer(mut stream: tokio::net::TcpStream, readiness: &Readiness) -> io::Result<()> {
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    readiness: &Readiness,
+    metrics: &Metrics,
+) -> io::Result<()> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
     // The request line is all we need; stop at the end of the headers.
@@ -88,27 +98,45 @@ async fn answer(mut stream: tokio::net::TcpStream, readiness: &Readiness) -> io:
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let (status, body) = respond(&buf, readiness);
-    let reply = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}\n",
-        body.len() + 1
+    let (status, content_type, body) = match respond(&buf, readiness) {
+        Reply::Text(status, text) => (status, "text/plain", format!("{text}\n").into_bytes()),
+        Reply::Metrics => ("200 OK", METRICS_TYPE, metrics.render()),
+    };
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
     );
-    stream.write_all(reply.as_bytes()).await?;
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&body).await?;
     stream.shutdown().await
 }
 
-fn respond(request: &[u8], readiness: &Readiness) -> (&'static str, &'static str) {
-    let line = request.split(|b| *b == b'\n').next().unwrap_or_default();
-    let mut parts = line.split(|b| *b == b' ');
-    let (method, path) = (parts.next(), parts.next());
-    if !matches!(method, Some(b"GET" | b"HEAD")) {
-        return ("405 Method Not Allowed", "only GET");
+/// Prometheus's text exposition format, version 0.0.4.
+const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    Text(&'static str, &'static str),
+    Metrics,
+}
+
+fn respond(request: &[u8], readiness: &Readiness) -> Reply {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    if req.parse(request).is_err() {
+        return Reply::Text("400 Bad Request", "malformed request");
     }
+    if !matches!(req.method, Some("GET" | "HEAD")) {
+        return Reply::Text("405 Method Not Allowed", "only GET");
+    }
+    // A scraper may add a query string.
+    let path = req.path.map(|p| p.split('?').next().unwrap_or(p));
     match path {
-        Some(b"/livez") => ("200 OK", "alive"),
-        Some(b"/readyz") if readiness.is_ready() => ("200 OK", readiness.reason()),
-        Some(b"/readyz") => ("503 Service Unavailable", readiness.reason()),
-        _ => ("404 Not Found", "try /livez or /readyz"),
+        Some("/livez") => Reply::Text("200 OK", "alive"),
+        Some("/readyz") if readiness.is_ready() => Reply::Text("200 OK", readiness.reason()),
+        Some("/readyz") => Reply::Text("503 Service Unavailable", readiness.reason()),
+        Some("/metrics") => Reply::Metrics,
+        _ => Reply::Text("404 Not Found", "try /livez, /readyz or /metrics"),
     }
 }
 
@@ -119,7 +147,11 @@ mod tests {
     #[test]
     fn readiness_follows_the_broker_and_leaving_is_final() {
         let r = Readiness::default();
-        let get = |path: &str| respond(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes(), &r).0;
+        let get = |path: &str| match respond(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes(), &r)
+        {
+            Reply::Text(status, _) => status,
+            Reply::Metrics => "metrics",
+        };
         assert_eq!(get("/livez"), "200 OK");
         assert_eq!(get("/readyz"), "503 Service Unavailable");
         r.observe(false);
@@ -131,9 +163,15 @@ mod tests {
         assert_eq!(get("/readyz"), "503 Service Unavailable");
         assert_eq!(get("/livez"), "200 OK");
         assert_eq!(get("/other"), "404 Not Found");
+        assert_eq!(get("/metrics"), "metrics");
+        assert_eq!(get("/metrics?name[]=kaas_connections"), "metrics");
         assert_eq!(
-            respond(b"POST /readyz HTTP/1.1\r\n\r\n", &r).0,
-            "405 Method Not Allowed"
+            respond(b"POST /readyz HTTP/1.1\r\n\r\n", &r),
+            Reply::Text("405 Method Not Allowed", "only GET")
+        );
+        assert_eq!(
+            respond(b"\x00\x01 garbage\r\n\r\n", &r),
+            Reply::Text("400 Bad Request", "malformed request")
         );
     }
 
@@ -146,7 +184,9 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let r = Readiness::default();
-        let server = tokio::spawn(serve(listener, r.clone()));
+        let metrics = Metrics::new();
+        metrics.bytes_in("t", 7);
+        let server = tokio::spawn(serve(listener, r.clone(), metrics));
         let get = |path: &'static str| async move {
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
@@ -162,6 +202,13 @@ mod tests {
         assert!(
             ok.starts_with("HTTP/1.0 200 OK") && ok.ends_with("ready\n"),
             "{ok}"
+        );
+        let scraped = get("/metrics").await;
+        assert!(
+            scraped.starts_with("HTTP/1.0 200 OK")
+                && scraped.contains("version=0.0.4")
+                && scraped.contains("kaas_topic_bytes_in_total{topic=\"t\"} 7\n"),
+            "{scraped}"
         );
         server.abort();
     }

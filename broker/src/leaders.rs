@@ -24,6 +24,7 @@ pub struct Leaders {
     /// `(topic id, partition, epoch)` this broker can never lead in that
     /// epoch; reported in the heartbeat so the controller bumps the epoch.
     stuck: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
+    metrics: crate::metrics::Metrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -41,7 +42,19 @@ impl Leaders {
             configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
+            metrics: crate::metrics::Metrics::new(),
         }
+    }
+
+    /// Counts takeovers into `metrics` (the broker's registry).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// How many partitions this broker leads now.
+    pub fn count(&self) -> usize {
+        lock(&self.logs).len()
     }
 
     pub fn stuck(&self) -> Vec<(String, u32, u32)> {
@@ -181,7 +194,8 @@ impl Leaders {
             let dir = topic::partition_dir(&t, p);
             let fence: Arc<dyn LeadershipFence> =
                 Arc::new(EpochClaims::new(self.vfs.clone(), dir.clone()));
-            match PartitionLog::open_as_leader(
+            let began = tokio::time::Instant::now();
+            let opened = PartitionLog::open_as_leader(
                 self.vfs.clone(),
                 dir,
                 (&t, p),
@@ -190,8 +204,10 @@ impl Leaders {
                 fence,
                 self.config.clone(),
             )
-            .await
-            {
+            .await;
+            self.metrics
+                .takeover("partition", began.elapsed(), opened.is_ok());
+            match opened {
                 Ok(log) => {
                     tracing::info!(topic_id = %t, partition = p, epoch, "leading");
                     lock(&self.logs).insert((t, p), Arc::new(log));

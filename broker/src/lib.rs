@@ -38,6 +38,7 @@ pub mod historical;
 pub mod layout;
 pub mod leaders;
 pub mod log;
+pub mod metrics;
 pub mod mount_check;
 pub mod node;
 pub mod peer;

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use vfs::Vfs;
+use vfs::observed::Observed;
 
 use crate::api::{Api, ApiConfig};
 use crate::cluster::assignment::Assignment;
@@ -29,6 +30,7 @@ use crate::layout;
 use crate::leaders::Leaders;
 use crate::log::staging::StagingSweep;
 use crate::log::{LogConfig, topic};
+use crate::metrics::Metrics;
 use crate::protocol::server::ListenerInfo;
 use crate::security::Security;
 use crate::startup;
@@ -43,8 +45,10 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    let metrics = Metrics::new();
+    let vfs: Arc<dyn Vfs> = Arc::new(Observed::new(vfs, metrics.volume_observer()));
     let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
-    let (listeners, health, readiness) = listen(&config).await?;
+    let (listeners, health, readiness) = listen(&config, &metrics).await?;
     if config.advertised_check_secs > 0 {
         startup::check_advertised(
             &config.advertised(),
@@ -52,7 +56,7 @@ pub async fn run(
         )
         .await?;
     }
-    let mut node = Node::new(vfs, config, listeners, readiness);
+    let mut node = Node::new(vfs, config, listeners, readiness, metrics);
     node.load_security().await?;
     tracing::info!(
         broker_id = node.hb.broker_id,
@@ -122,7 +126,10 @@ type Bound = Vec<(ListenerInfo, TcpListener)>;
 
 /// Binds the Kafka listeners (served only once the cluster is known) and
 /// starts the probe server if one is configured.
-async fn listen(config: &Config) -> io::Result<(Bound, Option<JoinHandle<()>>, Readiness)> {
+async fn listen(
+    config: &Config,
+    metrics: &Metrics,
+) -> io::Result<(Bound, Option<JoinHandle<()>>, Readiness)> {
     let listeners = config
         .listeners()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -169,7 +176,11 @@ async fn listen(config: &Config) -> io::Result<(Bound, Option<JoinHandle<()>>, R
                     format!("cannot listen on {addr} (--health-listen): {e}"),
                 )
             })?;
-            Some(tokio::spawn(health::serve(l, readiness.clone())))
+            Some(tokio::spawn(health::serve(
+                l,
+                readiness.clone(),
+                metrics.clone(),
+            )))
         }
         None => None,
     };
@@ -210,37 +221,46 @@ struct Node {
     hb: Heartbeat,
     /// The API created topics or partitions: follow the cluster now.
     created: Arc<tokio::sync::Notify>,
+    metrics: Metrics,
 }
 
 impl Node {
-    fn new(vfs: Arc<dyn Vfs>, config: Config, listeners: Bound, readiness: Readiness) -> Node {
-        let leaders = Arc::new(Leaders::new(
-            vfs.clone(),
-            config.broker_id,
-            LogConfig::default(),
-        ));
-        let coordinators = Arc::new(Coordinators::new(
-            vfs.clone(),
-            config.broker_id,
-            GroupConfig {
-                initial_rebalance_delay: Duration::from_millis(
-                    config.group_initial_rebalance_delay_ms,
-                ),
-                // The broker's own clock: in the simulator it is skewed and
-                // jumps, and commit timestamps must see that too.
-                clock: config.wall_clock.clone(),
-                min_session_timeout: Duration::from_millis(config.group_min_session_timeout_ms),
-                max_session_timeout: Duration::from_millis(config.group_max_session_timeout_ms),
-                consumer: crate::groups::consumer::Settings {
-                    session_timeout: Duration::from_millis(
-                        config.group_consumer_session_timeout_ms,
+    fn new(
+        vfs: Arc<dyn Vfs>,
+        config: Config,
+        listeners: Bound,
+        readiness: Readiness,
+        metrics: Metrics,
+    ) -> Node {
+        let leaders = Arc::new(
+            Leaders::new(vfs.clone(), config.broker_id, LogConfig::default())
+                .with_metrics(metrics.clone()),
+        );
+        let coordinators = Arc::new(
+            Coordinators::new(
+                vfs.clone(),
+                config.broker_id,
+                GroupConfig {
+                    initial_rebalance_delay: Duration::from_millis(
+                        config.group_initial_rebalance_delay_ms,
                     ),
-                    heartbeat_interval: Duration::from_millis(
-                        config.group_consumer_heartbeat_interval_ms,
-                    ),
+                    // The broker's own clock: in the simulator it is skewed and
+                    // jumps, and commit timestamps must see that too.
+                    clock: config.wall_clock.clone(),
+                    min_session_timeout: Duration::from_millis(config.group_min_session_timeout_ms),
+                    max_session_timeout: Duration::from_millis(config.group_max_session_timeout_ms),
+                    consumer: crate::groups::consumer::Settings {
+                        session_timeout: Duration::from_millis(
+                            config.group_consumer_session_timeout_ms,
+                        ),
+                        heartbeat_interval: Duration::from_millis(
+                            config.group_consumer_heartbeat_interval_ms,
+                        ),
+                    },
                 },
-            },
-        ));
+            )
+            .with_metrics(metrics.clone()),
+        );
         let timers = tokio::spawn(coordinators.clone().run_timers());
         let (publish, assignment) = watch::channel(None);
         let incarnation: u64 = madsim::rand::random();
@@ -263,7 +283,8 @@ impl Node {
             coordinators.clone(),
             assignment,
             security.clone(),
-        );
+        )
+        .with_metrics(metrics.clone());
         let session_timeout = session_timeout(&config);
         let agent = ControllerAgent::new(vfs.clone(), config.broker_id, session_timeout);
         let hb = Heartbeat {
@@ -292,6 +313,7 @@ impl Node {
             transactions: None,
             hb,
             config,
+            metrics,
         }
     }
 
@@ -379,6 +401,8 @@ impl Node {
                     .enforce_retention(self.config.wall_clock.now_ms())
                     .await;
             }
+            self.metrics
+                .led(self.leaders.count(), self.coordinators.led().len());
             // `biased`: tokio's select draws its branch order from a
             // thread-local generator that outlives one simulated run, so
             // an unbiased select makes a seed depend on the seeds its thread
@@ -402,8 +426,9 @@ impl Node {
                 tracing::warn!(error = %e, "sweeping staging directories; retrying next tick");
             }
         }
-        if let Err(e) = topic::reap_tombstones(self.vfs.as_ref()).await {
-            tracing::warn!(error = %e, "reaping deleted topics; retrying next tick");
+        match topic::reap_tombstones(self.vfs.as_ref()).await {
+            Ok(pending) => self.metrics.deletion_backlog(pending.len()),
+            Err(e) => tracing::warn!(error = %e, "reaping deleted topics; retrying next tick"),
         }
     }
 

@@ -20,12 +20,14 @@
 //! | `mem` | [`MemVfs`], a single-host in-memory volume for tests |
 //! | [`model`] | the model NFS: one server, per-host caches, every NFS fault |
 //! | [`durable`] | the multi-step primitives: atomic replace, claims, converge-remove, envelopes |
+//! | [`observed`] | a wrapper that reports every call, its time and its errno (the broker's metrics) |
 //! | `testkit` (feature `testkit`) | the contract suite every backend passes, interrupting and counting wrappers, disk bounds |
 
 pub mod durable;
 pub mod fault_point;
 mod mem;
 pub mod model;
+pub mod observed;
 pub mod path;
 #[cfg(not(madsim))]
 mod posix;

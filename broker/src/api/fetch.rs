@@ -24,7 +24,7 @@ impl Api {
             let appended = self.leaders.appended.notified();
             tokio::pin!(appended);
             appended.as_mut().enable();
-            let (response, bytes) = self.fetch_once(&req, version).await;
+            let (response, bytes, per_topic) = self.fetch_once(&req, version).await;
             let enough = bytes >= req.min_bytes.max(0) as usize;
             // As in Kafka, an error answers at once: waiting cannot fix a
             // fenced epoch or a partition led elsewhere.
@@ -34,6 +34,9 @@ impl Api {
                 .flat_map(|t| &t.partitions)
                 .any(|p| p.error_code != 0);
             if enough || failed || tokio::time::Instant::now() >= deadline {
+                for (topic, n) in per_topic.iter().filter(|(_, n)| *n > 0) {
+                    self.metrics.bytes_out(topic, *n);
+                }
                 return response;
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -41,7 +44,13 @@ impl Api {
         }
     }
 
-    async fn fetch_once(&self, req: &FetchRequest, version: i16) -> (FetchResponse, usize) {
+    /// One pass over the partitions: the response, its record bytes, and
+    /// those bytes per topic name.
+    async fn fetch_once(
+        &self,
+        req: &FetchRequest,
+        version: i16,
+    ) -> (FetchResponse, usize, Vec<(String, usize)>) {
         let start_of = |s: i64| if version >= 5 { s } else { -1 };
         let mut budget = if req.max_bytes > 0 {
             req.max_bytes as usize
@@ -50,10 +59,12 @@ impl Api {
         };
         let mut total = 0;
         let mut topics = Vec::new();
+        let mut per_topic = Vec::new();
         for t in &req.topics {
             // v13+ names topics by id only (KIP-516).
             let by_id = version >= 13;
-            let name = name_of(&t.topic).to_owned();
+            let mut name = name_of(&t.topic).to_owned();
+            let mut topic_bytes = 0;
             let mut parts = Vec::new();
             for p in &t.partitions {
                 let d = PartitionData::default()
@@ -65,7 +76,10 @@ impl Api {
                 let log = if by_id {
                     self.topic_log_by_id(t.topic_id, p.partition)
                         .await
-                        .map(|(_, log)| log)
+                        .map(|(meta, log)| {
+                            name = meta.name;
+                            log
+                        })
                 } else {
                     self.log_for(&name, p.partition).await
                 };
@@ -87,6 +101,7 @@ impl Api {
                                 let n = r.records.len();
                                 budget = budget.saturating_sub(n);
                                 total += n;
+                                topic_bytes += n;
                                 let aborted = r
                                     .aborted
                                     .iter()
@@ -121,7 +136,12 @@ impl Api {
                     .with_topic_id(t.topic_id)
                     .with_partitions(parts),
             );
+            per_topic.push((name, topic_bytes));
         }
-        (FetchResponse::default().with_responses(topics), total)
+        (
+            FetchResponse::default().with_responses(topics),
+            total,
+            per_topic,
+        )
     }
 }

@@ -112,6 +112,7 @@ pub struct Api {
     finishing: std::sync::Mutex<BTreeSet<String>>,
     /// Credentials and ACLs.
     security: Arc<Security>,
+    metrics: crate::metrics::Metrics,
 }
 
 /// Kafka's internal topics. kaas keeps what they hold (committed offsets,
@@ -193,7 +194,15 @@ impl Api {
             peers: crate::peer::Peers::new(config_broker_id),
             finishing: std::sync::Mutex::new(BTreeSet::new()),
             security,
+            metrics: crate::metrics::Metrics::new(),
         }
+    }
+
+    /// Counts requests, bytes and refusals into `metrics` (the broker's
+    /// registry) instead of a private one.
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// What the cluster loop waits on besides its tick: this broker
@@ -344,6 +353,10 @@ impl Api {
 
 #[async_trait::async_trait]
 impl Handler for Api {
+    fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        Some(&self.metrics)
+    }
+
     async fn handle(
         &self,
         session: &mut Session,

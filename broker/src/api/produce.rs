@@ -59,7 +59,7 @@ impl Api {
                             .await
                         {
                             Err(c) => Err(r.with_error_code(c)),
-                            Ok(()) => Ok(self.append(log, records, r, version)),
+                            Ok(()) => Ok(self.append(log, &name, records, r, version)),
                         }
                     }
                 };
@@ -137,18 +137,22 @@ impl Api {
     fn append(
         &self,
         log: Arc<PartitionLog>,
+        topic: &str,
         records: Bytes,
         r: PartitionProduceResponse,
         version: i16,
     ) -> PartitionAnswer {
+        let len = records.len();
         let queued = match log.enqueue(records) {
             Ok(queued) => queued,
             Err(e) => return Box::pin(std::future::ready(refused(&log, r, e))),
         };
         let leaders = self.leaders.clone();
+        let (metrics, topic) = (self.metrics.clone(), topic.to_owned());
         Box::pin(async move {
             match queued.await {
                 Ok(a) => {
+                    metrics.bytes_in(&topic, len);
                     tracing::trace!(dir = %log.dir().display(), epoch = log.epoch(), base = a.base_offset, "acknowledged");
                     leaders.appended.notify_waiters();
                     let start = if version >= 5 {
@@ -159,7 +163,12 @@ impl Api {
                     r.with_base_offset(a.base_offset)
                         .with_log_start_offset(start)
                 }
-                Err(e) => refused(&log, r, e),
+                Err(e) => {
+                    if matches!(e, LogError::Fenced(_)) {
+                        metrics.fenced("Produce");
+                    }
+                    refused(&log, r, e)
+                }
             }
         })
     }

@@ -303,6 +303,7 @@ pub struct Coordinators {
     /// Woken when a transaction was decided (or a slot taken over): its
     /// markers are due.
     pub txn_decided: tokio::sync::Notify,
+    metrics: crate::metrics::Metrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -319,7 +320,14 @@ impl Coordinators {
             slots: Mutex::new(BTreeMap::new()),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
             txn_decided: tokio::sync::Notify::new(),
+            metrics: crate::metrics::Metrics::new(),
         }
+    }
+
+    /// Counts slot takeovers into `metrics` (the broker's registry).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Stuck slots as the heartbeat reports them (see `Heartbeat::stuck`).
@@ -375,7 +383,11 @@ impl Coordinators {
             if lock(&self.slots).contains_key(&slot) || lock(&self.stuck).contains(&(slot, epoch)) {
                 continue;
             }
-            match Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await {
+            let began = tokio::time::Instant::now();
+            let taken = Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await;
+            self.metrics
+                .takeover("coordinator_slot", began.elapsed(), taken.is_ok());
+            match taken {
                 Ok(s) => {
                     lock(&self.slots).insert(slot, Arc::new(s));
                     // Prepared transactions it found are driven to their end.

@@ -78,6 +78,11 @@ pub enum Answer {
 /// Answers decoded requests. Implemented by the broker.
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// Where requests and connections are counted, if anywhere.
+    fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        None
+    }
+
     /// [`Self::handle`], for a handler that can let a request's response
     /// come later: what the connection calls.
     async fn answer(
@@ -335,22 +340,45 @@ pub(crate) async fn start(
         .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
     drop(body);
     let failed = move |e| Close(format!("{api:?} v{version} failed: {e}"));
+    let counted = Counted {
+        metrics: handler.metrics().cloned(),
+        api,
+        began: tokio::time::Instant::now(),
+    };
     match handler
         .answer(session, &header, request)
         .await
         .map_err(failed)?
     {
         Answer::Now(response) => response
-            .map(|r| encode(&header, api, r, version))
+            .map(|r| encode(&header, api, counted.answered(r), version))
             .transpose()
             .map(Started::Now),
         Answer::Later(response) => Ok(Started::Later(Box::pin(async move {
             response
                 .await
                 .map_err(failed)?
-                .map(|r| encode(&header, api, r, version))
+                .map(|r| encode(&header, api, counted.answered(r), version))
                 .transpose()
         }))),
+    }
+}
+
+/// A request on its way to the metrics: counted with its response's error
+/// codes and the time since it was decoded.
+struct Counted {
+    metrics: Option<crate::metrics::Metrics>,
+    api: ApiKey,
+    began: tokio::time::Instant,
+}
+
+impl Counted {
+    fn answered(&self, response: ResponseKind) -> ResponseKind {
+        if let Some(m) = &self.metrics {
+            let codes = super::error_codes::error_codes(&response);
+            m.request(&format!("{:?}", self.api), self.began.elapsed(), &codes);
+        }
+        response
     }
 }
 

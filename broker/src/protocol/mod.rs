@@ -1,6 +1,7 @@
 //! The Kafka wire protocol: framing, version negotiation, connections.
 
 pub mod connection;
+mod error_codes;
 pub mod frame;
 pub mod limits;
 mod response_frame;

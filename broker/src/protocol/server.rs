@@ -40,6 +40,9 @@ pub async fn serve(
                 let admitted = match config.limits.admit(peer.ip(), info.inter_broker) {
                     Ok(a) => a,
                     Err(why) => {
+                        if let Some(m) = handler.metrics() {
+                            m.connection_refused();
+                        }
                         config.limits.log_refusal(&info.name, peer, &why);
                         drop(stream);
                         continue;
@@ -51,9 +54,10 @@ pub async fn serve(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
                 }
+                let open = handler.metrics().map(|m| m.connection_opened());
                 let (handler, config, info) = (handler.clone(), config.clone(), info.clone());
                 tokio::spawn(async move {
-                    let _admitted = admitted;
+                    let _admitted = (admitted, open);
                     let session =
                         Session::new(info.name.clone(), info.protocol, peer.ip().to_string());
                     #[cfg(not(madsim))]

@@ -1,0 +1,358 @@
+//! The broker's metrics, served in the Prometheus text format on the
+//! health listener (`/metrics`). One registry per broker (the simulator
+//! runs several in one process); the metrics only observe, nothing reads
+//! them back to decide anything.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+use vfs::observed::{Observer, Op};
+
+/// Request and volume latencies: 100 us to 30 s.
+const SECONDS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Takeovers: 1 ms to 2 minutes.
+const TAKEOVER_SECONDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+struct Inner {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_seconds: HistogramVec,
+    bytes_in: IntCounterVec,
+    bytes_out: IntCounterVec,
+    connections: IntGauge,
+    connections_refused: IntCounter,
+    partitions_led: IntGauge,
+    coordinator_slots_led: IntGauge,
+    takeovers: IntCounterVec,
+    takeover_seconds: HistogramVec,
+    fenced: IntCounterVec,
+    volume_seconds: HistogramVec,
+    volume_errors: IntCounterVec,
+    nfs_files: IntCounter,
+    deletion_backlog: IntGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter");
+    r.register(Box::new(c.clone())).expect("registered once");
+    c
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str], b: &[f64]) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(b.to_vec());
+    let h = HistogramVec::new(opts, labels).expect("valid histogram");
+    r.register(Box::new(h.clone())).expect("registered once");
+    h
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid gauge");
+    r.register(Box::new(g.clone())).expect("registered once");
+    g
+}
+
+fn single(r: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid counter");
+    r.register(Box::new(c.clone())).expect("registered once");
+    c
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new_custom(Some("kaas".into()), None).expect("valid prefix");
+        let inner = Inner {
+            requests: counter(
+                &r,
+                "requests_total",
+                "Requests answered, by API and by the error code of the response (NONE when \
+                 every part succeeded; otherwise one count per distinct code in it)",
+                &["api", "error"],
+            ),
+            request_seconds: histogram(
+                &r,
+                "request_duration_seconds",
+                "From a request's decoding to its response's encoding",
+                &["api"],
+                SECONDS,
+            ),
+            bytes_in: counter(
+                &r,
+                "topic_bytes_in_total",
+                "Record bytes appended by produce requests",
+                &["topic"],
+            ),
+            bytes_out: counter(
+                &r,
+                "topic_bytes_out_total",
+                "Record bytes returned by fetch requests",
+                &["topic"],
+            ),
+            connections: gauge(
+                &r,
+                "connections",
+                "Open connections on the Kafka listeners (clients and other brokers)",
+            ),
+            connections_refused: single(
+                &r,
+                "connections_refused_total",
+                "Client connections refused by --max-connections or --max-connections-per-ip",
+            ),
+            partitions_led: gauge(&r, "partitions_led", "Partitions this broker leads"),
+            coordinator_slots_led: gauge(
+                &r,
+                "coordinator_slots_led",
+                "Group and transaction coordinator slots this broker holds",
+            ),
+            takeovers: counter(
+                &r,
+                "takeovers_total",
+                "Takeovers at a new epoch of a partition or a coordinator slot, by outcome",
+                &["what", "outcome"],
+            ),
+            takeover_seconds: histogram(
+                &r,
+                "takeover_duration_seconds",
+                "Opening a partition or coordinator slot at its new epoch: the claim, fencing \
+                 the epochs before it, recovering the state",
+                &["what"],
+                TAKEOVER_SECONDS,
+            ),
+            fenced: counter(
+                &r,
+                "fence_refusals_total",
+                "Requests refused because this broker's epoch was superseded",
+                &["api"],
+            ),
+            volume_seconds: histogram(
+                &r,
+                "volume_op_duration_seconds",
+                "Calls to the shared volume (write_and_sync is a produce flush cycle's write \
+                 and commit)",
+                &["op"],
+                SECONDS,
+            ),
+            volume_errors: counter(
+                &r,
+                "volume_errors_total",
+                "Failed calls to the shared volume, by errno (ENOENT and EEXIST are often the \
+                 expected answer, e.g. to a claim that is free)",
+                &["op", "errno"],
+            ),
+            nfs_files: single(
+                &r,
+                "volume_nfs_files_seen_total",
+                "Silly-renamed .nfsXXXX files seen in directory listings",
+            ),
+            deletion_backlog: gauge(
+                &r,
+                "deletion_backlog_topics",
+                "Deleted topics whose files are not removed yet",
+            ),
+            registry: r,
+        };
+        Self(Arc::new(inner))
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.0.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "metrics not rendered");
+        }
+        out
+    }
+
+    /// One answered request: its API, how long, and the error codes its
+    /// response carries (empty: none).
+    pub fn request(&self, api: &str, elapsed: Duration, errors: &[i16]) {
+        let i = &self.0;
+        i.request_seconds
+            .with_label_values(&[api])
+            .observe(elapsed.as_secs_f64());
+        if errors.is_empty() {
+            i.requests.with_label_values(&[api, "NONE"]).inc();
+        }
+        for code in errors {
+            i.requests
+                .with_label_values(&[api, &error_name(*code)])
+                .inc();
+        }
+    }
+
+    /// A request refused because this broker's epoch of the partition was
+    /// superseded (a zombie's append, stopped by the fence).
+    pub fn fenced(&self, api: &str) {
+        self.0.fenced.with_label_values(&[api]).inc();
+    }
+
+    pub fn bytes_in(&self, topic: &str, n: usize) {
+        self.0.bytes_in.with_label_values(&[topic]).inc_by(n as u64);
+    }
+
+    pub fn bytes_out(&self, topic: &str, n: usize) {
+        self.0
+            .bytes_out
+            .with_label_values(&[topic])
+            .inc_by(n as u64);
+    }
+
+    /// A client connection admitted: counted open until the guard drops.
+    pub fn connection_opened(&self) -> OpenConnection {
+        self.0.connections.inc();
+        OpenConnection(self.0.connections.clone())
+    }
+
+    pub fn connection_refused(&self) {
+        self.0.connections_refused.inc();
+    }
+
+    pub fn led(&self, partitions: usize, coordinator_slots: usize) {
+        self.0.partitions_led.set(partitions as i64);
+        self.0.coordinator_slots_led.set(coordinator_slots as i64);
+    }
+
+    pub fn takeover(&self, what: &str, elapsed: Duration, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        self.0.takeovers.with_label_values(&[what, outcome]).inc();
+        if ok {
+            self.0
+                .takeover_seconds
+                .with_label_values(&[what])
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    pub fn deletion_backlog(&self, topics: usize) {
+        self.0.deletion_backlog.set(topics as i64);
+    }
+
+    /// Feeds the volume metrics; wrap the volume with
+    /// `vfs::observed::Observed::new(vfs, metrics.volume_observer())`.
+    pub fn volume_observer(&self) -> Arc<dyn Observer> {
+        Arc::new(VolumeObserver(self.clone()))
+    }
+
+    #[cfg(test)]
+    fn histogram(&self, op: &str) -> prometheus::Histogram {
+        self.0.volume_seconds.with_label_values(&[op])
+    }
+}
+
+pub struct OpenConnection(IntGauge);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Kafka's name for an error code (`NOT_LEADER_OR_FOLLOWER`), or the code.
+fn error_name(code: i16) -> String {
+    match kafka_protocol::ResponseError::try_from_code(code) {
+        Some(kafka_protocol::ResponseError::Unknown(_)) | None => format!("CODE_{code}"),
+        Some(e) => screaming_snake(&format!("{e:?}")),
+    }
+}
+
+fn screaming_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+struct VolumeObserver(Metrics);
+
+impl Observer for VolumeObserver {
+    fn done(&self, op: Op, elapsed: Duration, outcome: Result<(), &io::Error>) {
+        let i = &(self.0).0;
+        i.volume_seconds
+            .with_label_values(&[op.name()])
+            .observe(elapsed.as_secs_f64());
+        if let Err(e) = outcome {
+            i.volume_errors
+                .with_label_values(&[op.name(), vfs::observed::errno(e)])
+                .inc();
+        }
+    }
+
+    fn nfs_files_seen(&self, n: usize) {
+        (self.0).0.nfs_files.inc_by(n as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_text_format_with_kafka_error_names() {
+        let m = Metrics::new();
+        m.request("Produce", Duration::from_millis(3), &[]);
+        m.request("Produce", Duration::from_millis(4), &[6]);
+        m.bytes_in("orders", 1024);
+        m.fenced("Produce");
+        m.led(3, 2);
+        let open = m.connection_opened();
+        drop(m.connection_opened());
+        m.volume_observer()
+            .done(Op::WriteAndSync, Duration::from_millis(2), Ok(()));
+        let stale = io::Error::from(io::ErrorKind::StaleNetworkFileHandle);
+        m.volume_observer()
+            .done(Op::Open, Duration::from_millis(1), Err(&stale));
+        let text = String::from_utf8(m.render()).unwrap();
+        for line in [
+            "kaas_requests_total{api=\"Produce\",error=\"NONE\"} 1",
+            "kaas_requests_total{api=\"Produce\",error=\"NOT_LEADER_OR_FOLLOWER\"} 1",
+            "kaas_request_duration_seconds_count{api=\"Produce\"} 2",
+            "kaas_topic_bytes_in_total{topic=\"orders\"} 1024",
+            "kaas_fence_refusals_total{api=\"Produce\"} 1",
+            "kaas_partitions_led 3",
+            "kaas_coordinator_slots_led 2",
+            "kaas_connections 1",
+            "kaas_volume_errors_total{errno=\"ESTALE\",op=\"open\"} 1",
+            "# TYPE kaas_volume_op_duration_seconds histogram",
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
+        assert_eq!(m.histogram("write_and_sync").get_sample_count(), 1);
+        drop(open);
+        assert!(
+            String::from_utf8(m.render())
+                .unwrap()
+                .contains("kaas_connections 0")
+        );
+    }
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(31_000), "CODE_31000");
+    }
+}
