@@ -80,6 +80,10 @@ for overlay in base overlays/example overlays/secure; do
     done
     "$venv/bin/python" ci/image/check_manifests.py "$out"
 done
+# Prometheus Operator and Grafana objects: not in the Kubernetes schema,
+# checked against the brokers they watch instead.
+"$kubectl" kustomize deploy/monitoring >"$rendered/monitoring.yaml"
+"$venv/bin/python" ci/image/check_monitoring.py "$rendered/monitoring.yaml" "$rendered/base.yaml"
 
 step "base image $base_image (debootstrap, cached)"
 if ! podman image exists "$base_image"; then

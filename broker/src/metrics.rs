@@ -170,6 +170,14 @@ impl Metrics {
             ),
             registry: r,
         };
+        // Zero until they happen, rather than absent: a dashboard or an
+        // alert on them sees 0, not "no data".
+        inner.fenced.with_label_values(&["Produce"]);
+        for what in ["partition", "coordinator_slot"] {
+            for outcome in ["ok", "failed"] {
+                inner.takeovers.with_label_values(&[what, outcome]);
+            }
+        }
         Self(Arc::new(inner))
     }
 
@@ -340,6 +348,7 @@ mod tests {
             assert!(text.contains(line), "missing {line} in:\n{text}");
         }
         assert_eq!(m.histogram("write_and_sync").get_sample_count(), 1);
+        assert!(text.contains("kaas_takeovers_total{outcome=\"failed\",what=\"partition\"} 0"));
         drop(open);
         assert!(
             String::from_utf8(m.render())

@@ -2,6 +2,9 @@
 (its own client library's parser) after real clients produced, consumed
 and got an error: the figures must follow what the clients did."""
 
+import json
+import os
+import re
 import urllib.request
 import uuid
 
@@ -90,3 +93,19 @@ def test_metrics_follow_produce_consume_and_errors(observed):
     # The consumer, the producer and the admin client were connected.
     assert value(during, "kaas_connections") >= 2
     assert value(after, "kaas_fence_refusals_total", api="Produce") == 0
+
+
+def test_the_dashboard_uses_only_metrics_the_broker_exports(observed):
+    """deploy/monitoring's Grafana dashboard, against a live scrape (after
+    the test above put traffic through): a renamed metric must not leave
+    a silently empty panel."""
+    _, health = observed
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "monitoring", "kaas-dashboard.json")
+    with open(path) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\bkaas_[a-z_]+", e)}
+    exported = {name for name, _ in scrape(health)}
+    assert len(used) >= 10, used
+    missing = sorted(m for m in used if m not in exported)
+    assert not missing, f"the dashboard uses metrics /metrics does not export: {missing}"
