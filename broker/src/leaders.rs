@@ -57,6 +57,14 @@ impl Leaders {
         lock(&self.logs).len()
     }
 
+    /// The partitions this broker leads now, by topic id and partition.
+    pub fn led(&self) -> Vec<((String, u32), Arc<PartitionLog>)> {
+        lock(&self.logs)
+            .iter()
+            .map(|(k, log)| (k.clone(), log.clone()))
+            .collect()
+    }
+
     pub fn stuck(&self) -> Vec<(String, u32, u32)> {
         lock(&self.stuck).iter().cloned().collect()
     }

@@ -278,6 +278,7 @@ impl Node {
                 producer_id_block: config.producer_id_block,
                 inter_broker_listener: inter_broker_listener(&config),
                 endpoints: endpoints(&config),
+                log_dir: config.data_dir.display().to_string(),
             },
             leaders.clone(),
             coordinators.clone(),

@@ -55,6 +55,7 @@ fn api_on(
             producer_id_block: 1000,
             inter_broker_listener: Arc::from("PLAINTEXT"),
             endpoints: Default::default(),
+            log_dir: "/data".into(),
         },
         leaders.clone(),
         coordinators,

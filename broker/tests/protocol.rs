@@ -14,8 +14,8 @@ use broker::security::{
 };
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeLogDirsRequest,
-    DescribeLogDirsResponse, RequestHeader, ResponseHeader, SaslHandshakeRequest,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeLogDirsRequest, DescribeQuorumRequest,
+    DescribeQuorumResponse, RequestHeader, ResponseHeader, SaslHandshakeRequest,
     SaslHandshakeResponse,
 };
 use kafka_protocol::messages::{
@@ -62,6 +62,7 @@ async fn start_secured(
             producer_id_block: 1000,
             inter_broker_listener: Arc::from("INTERNAL"),
             endpoints: Default::default(),
+            log_dir: "/data".into(),
         },
         leaders,
         Arc::new(broker::groups::Coordinators::new(
@@ -166,23 +167,23 @@ async fn an_unserved_api_is_refused_and_the_connection_stays_usable() {
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let mut buf = BytesMut::new();
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::DescribeLogDirs as i16)
-        .with_request_api_version(4)
+        .with_request_api_key(ApiKey::DescribeQuorum as i16)
+        .with_request_api_version(2)
         .with_correlation_id(5)
         .with_client_id(Some(StrBytes::from_static_str("test")));
     encode_request_header_into_buffer(&mut buf, &header).unwrap();
-    DescribeLogDirsRequest::default()
-        .encode(&mut buf, 4)
+    DescribeQuorumRequest::default()
+        .encode(&mut buf, 2)
         .unwrap();
     write_frame(&mut conn, &buf).await.unwrap();
     let mut frame = read_frame(&mut conn, 1 << 20).await.unwrap().unwrap();
     let header = ResponseHeader::decode(
         &mut frame,
-        ApiKey::DescribeLogDirs.response_header_version(4),
+        ApiKey::DescribeQuorum.response_header_version(2),
     )
     .unwrap();
     assert_eq!(header.correlation_id, 5);
-    let response = DescribeLogDirsResponse::decode(&mut frame, 4).unwrap();
+    let response = DescribeQuorumResponse::decode(&mut frame, 2).unwrap();
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
     write_frame(&mut conn, &api_versions_request(3, 6))
         .await
@@ -556,6 +557,13 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
         panic!()
     };
     assert_eq!(r.error_code, 31);
+    let log_dirs = RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default());
+    let Some(ResponseKind::DescribeLogDirs(r)) =
+        call(&mut carol, ApiKey::DescribeLogDirs, 4, log_dirs.clone()).await
+    else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.results.len()), (31, 0), "nor the volume");
     // The admin grants her DESCRIBE on the cluster; a bad ACL is refused alone.
     let bad = allow_describe
         .clone()
@@ -577,6 +585,13 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
     assert_eq!(r.error_code, 0);
     assert_eq!(r.resources.len(), 1);
     assert_eq!(r.resources[0].acls[0].principal.as_str(), "User:carol");
+    let Some(ResponseKind::DescribeLogDirs(r)) =
+        call(&mut carol, ApiKey::DescribeLogDirs, 4, log_dirs).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.results[0].log_dir.as_str(), "/data");
     // The ACL is version 1 of the document on the volume.
     assert_eq!(security.acls().0, 1);
 }

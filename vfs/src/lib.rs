@@ -85,6 +85,20 @@ pub trait Vfs: Send + Sync + 'static {
     fn fault_host(&self) -> Option<u32> {
         None
     }
+
+    /// The volume's size and the bytes still available to this broker,
+    /// for reports (DescribeLogDirs); `None` where the backend cannot tell.
+    /// Never a basis for a decision: a full volume shows as ENOSPC.
+    async fn space(&self) -> io::Result<Option<Space>> {
+        Ok(None)
+    }
+}
+
+/// What [`Vfs::space`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    pub total_bytes: u64,
+    pub available_bytes: u64,
 }
 
 /// An open regular file. Reads through a handle opened earlier may be stale on

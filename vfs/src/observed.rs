@@ -149,6 +149,9 @@ impl Vfs for Observed {
     fn fault_host(&self) -> Option<u32> {
         self.inner.fault_host()
     }
+    async fn space(&self) -> io::Result<Option<crate::Space>> {
+        self.inner.space().await
+    }
 }
 
 struct ObservedFile {

@@ -111,6 +111,27 @@ fn check_writable(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
+fn statvfs(root: &Path) -> io::Result<crate::Space> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL")
+    })?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is NUL-terminated and outlives the call; `st` is
+    // written by statvfs before it is read, and only when it returns 0.
+    let st = unsafe {
+        if libc::statvfs(c_path.as_ptr(), st.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        st.assume_init()
+    };
+    let block = st.f_frsize as u64;
+    Ok(crate::Space {
+        total_bytes: (st.f_blocks as u64).saturating_mul(block),
+        available_bytes: (st.f_bavail as u64).saturating_mul(block),
+    })
+}
+
 /// Keeps the error kind (callers branch on it) and adds what was being done.
 fn ctx<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> io::Error + 'a {
     move |e| io::Error::new(e.kind(), format!("{op} {}: {e}", path.display()))
@@ -266,6 +287,11 @@ impl Vfs for PosixVfs {
     async fn sync_dir(&self, rel: &Path) -> io::Result<()> {
         let full = self.resolve(rel)?;
         self.blocking(move || sync_dir_blocking(&full)).await
+    }
+
+    async fn space(&self) -> io::Result<Option<crate::Space>> {
+        let root = self.root.clone();
+        self.blocking(move || statvfs(&root).map(Some)).await
     }
 }
 

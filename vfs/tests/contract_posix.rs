@@ -51,3 +51,12 @@ async fn symlinks_are_not_followed_out_of_the_volume() {
         .expect("a symlink must not open");
     assert!(err.to_string().contains("link"), "{err}");
 }
+
+#[tokio::test]
+async fn space_reports_the_filesystem_of_the_data_directory() {
+    let (vfs, _dir) = posix();
+    let space = vfs.space().await.unwrap().expect("POSIX knows its space");
+    assert!(space.total_bytes > 0, "{space:?}");
+    assert!(space.available_bytes <= space.total_bytes, "{space:?}");
+    assert_eq!(vfs::MemVfs::new().space().await.unwrap(), None);
+}

@@ -21,6 +21,7 @@
 //! | `partitions` | CreatePartitions |
 //! | `new_leaders` | the wait of a request that created topics or partitions for their leaders |
 //! | `records` | DeleteRecords |
+//! | `log_dirs` | DescribeLogDirs: the volume as this broker's one log directory |
 //! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | `producer_id` | InitProducerId |
 //! | `coordinator` | FindCoordinator (the group APIs are `crate::groups::api`) |
@@ -57,6 +58,7 @@ mod fetch;
 mod group_topics;
 mod leader_epoch;
 mod list_offsets;
+mod log_dirs;
 mod metadata;
 mod new_leaders;
 mod null_messages;
@@ -88,6 +90,8 @@ pub struct ApiConfig {
     /// This broker's listeners and their advertised addresses, when it has
     /// several (one listener: `advertised`).
     pub endpoints: BTreeMap<String, String>,
+    /// The volume as DescribeLogDirs names it (the data directory).
+    pub log_dir: String,
 }
 
 /// The request handler of one broker.
@@ -562,6 +566,9 @@ impl Api {
                 ResponseKind::AlterUserScramCredentials(self.alter_user_scram_credentials(r).await)
             }
             RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(self.describe_acls(r)),
+            RequestKind::DescribeLogDirs(r) => {
+                ResponseKind::DescribeLogDirs(self.describe_log_dirs(r).await)
+            }
             RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(self.create_acls(r).await),
             RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(self.delete_acls(r).await),
             other => return Err(format!("no handler for {other:?}")),

@@ -154,6 +154,10 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
         }
         R::ListTransactions(r) => out.push(r.error_code),
         R::ConsumerGroupHeartbeat(r) => out.push(r.error_code),
+        R::DescribeLogDirs(r) => {
+            out.push(r.error_code);
+            out.extend(r.results.iter().map(|d| d.error_code));
+        }
         R::ConsumerGroupDescribe(r) => out.extend(r.groups.iter().map(|g| g.error_code)),
         // Not served by kaas: answered with UNSUPPORTED_VERSION or not at
         // all, which `unsupported` accounts for.

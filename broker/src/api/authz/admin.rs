@@ -16,9 +16,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse,
     AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
-    DescribeAclsResponse, DescribeClusterResponse, DescribeUserScramCredentialsResponse,
-    EndTxnResponse, IncrementalAlterConfigsResponse, InitProducerIdResponse, RequestKind,
-    ResponseKind, TxnOffsetCommitResponse,
+    DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
+    DescribeUserScramCredentialsResponse, EndTxnResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, RequestKind, ResponseKind, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -347,6 +347,13 @@ impl Api {
                         .with_error_message(Some(StrBytes::from_static_str(
                             "DESCRIBE on the cluster is needed",
                         ))),
+                ))
+            }
+            // Kafka asks for DESCRIBE on the cluster, and answers an
+            // unauthorised request with the error and no directories.
+            R::DescribeLogDirs(_) if !self.may_cluster(s, Operation::Describe) => {
+                Authz::Refuse(ResponseKind::DescribeLogDirs(
+                    DescribeLogDirsResponse::default().with_error_code(cluster),
                 ))
             }
             R::DescribeAcls(_) if !self.may_cluster(s, Operation::Describe) => {

@@ -308,6 +308,21 @@ impl PartitionLog {
         lock(&self.view).log_start_offset
     }
 
+    /// Bytes of the log's segments: the sealed ones whole, the active one
+    /// up to its acknowledged end (DescribeLogDirs' partition size).
+    pub fn size_bytes(&self) -> u64 {
+        let view = lock(&self.view);
+        let sealed: u64 = view
+            .segments
+            .iter()
+            .filter_map(|s| match s.state {
+                SegmentState::Sealed { end_position, .. } => Some(end_position),
+                SegmentState::Active { .. } => None,
+            })
+            .sum();
+        sealed + view.active_end
+    }
+
     /// The last stable offset: read_committed readers see up to here.
     pub fn last_stable_offset(&self) -> i64 {
         lock(&self.view).last_stable

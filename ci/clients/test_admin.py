@@ -1,0 +1,41 @@
+"""The admin APIs operators reach for, through the standard admin clients
+(kafka-python's KafkaAdminClient here), with Kafka's semantics mapped onto
+kaas: one log directory per broker, the shared volume."""
+
+import os
+import uuid
+
+from confluent_kafka import Producer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+
+def test_describe_log_dirs_lists_the_volume_and_the_led_partitions(broker):
+    topic = f"logdirs-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.addr, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+        p = Producer({"bootstrap.servers": broker.addr, "acks": "all"})
+        for i in range(200):
+            p.produce(topic, value=b"v" * 1000, partition=i % 2)
+        assert p.flush(30) == 0
+
+        everything = admin.describe_log_dirs()
+        assert len(everything) == 1, everything
+        dirs = everything[0]["log_dirs"]
+        assert len(dirs) == 1, dirs
+        d = dirs[0]
+        assert d["error_code"] == 0
+        assert os.path.realpath(d["log_dir"]) == os.path.realpath(broker.dir)
+        assert 0 < d["usable_bytes"] <= d["total_bytes"], d
+        sizes = {p["partition_index"]: p["partition_size"]
+                 for t in d["topics"] if t["name"] == topic for p in t["partitions"]}
+        assert sorted(sizes) == [0, 1], d["topics"]
+        # 100 records of 1,000 bytes each, plus batch headers.
+        assert all(100_000 <= s < 130_000 for s in sizes.values()), sizes
+
+        one = admin.describe_log_dirs(topic_partitions={topic: [1]})[0]["log_dirs"][0]
+        assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in one["topics"]] == [(topic, [1])]
+        none = admin.describe_log_dirs(topic_partitions={"no-such-topic": [0]})[0]["log_dirs"][0]
+        assert none["topics"] == []
+    finally:
+        admin.close()
