@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
     SaslHandshakeResponse,
 };
 use kafka_protocol::messages::{
-    CreateAclsRequest, DescribeAclsRequest, MetadataRequest, RequestKind, ResponseKind,
-    SaslAuthenticateRequest, SaslAuthenticateResponse,
+    CreateAclsRequest, DescribeAclsRequest, DescribeTopicPartitionsRequest, MetadataRequest,
+    RequestKind, ResponseKind, SaslAuthenticateRequest, SaslAuthenticateResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_header_into_buffer};
 use tokio::io::AsyncWriteExt;
@@ -592,6 +592,20 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
     };
     assert_eq!(r.error_code, 0);
     assert_eq!(r.results[0].log_dir.as_str(), "/data");
+    // DESCRIBE on the cluster is not DESCRIBE on a topic.
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    let topics = RequestKind::DescribeTopicPartitions(
+        DescribeTopicPartitionsRequest::default().with_topics(vec![
+            TopicRequest::default().with_name(TopicName(StrBytes::from_static_str("orders"))),
+        ]),
+    );
+    let Some(ResponseKind::DescribeTopicPartitions(r)) =
+        call(&mut carol, ApiKey::DescribeTopicPartitions, 0, topics).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.topics.len(), 1);
+    assert_eq!(r.topics[0].error_code, 29, "TOPIC_AUTHORIZATION_FAILED");
     // The ACL is version 1 of the document on the volume.
     assert_eq!(security.acls().0, 1);
 }

@@ -39,3 +39,38 @@ def test_describe_log_dirs_lists_the_volume_and_the_led_partitions(broker):
         assert none["topics"] == []
     finally:
         admin.close()
+
+
+def test_describe_topic_partitions_pages_through_topics_in_name_order(broker):
+    prefix = f"dtp-{uuid.uuid4().hex[:8]}"
+    a, b = f"{prefix}-a", f"{prefix}-b"
+    admin = KafkaAdminClient(bootstrap_servers=broker.addr, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(b, num_partitions=2, replication_factor=1),
+                             NewTopic(a, num_partitions=3, replication_factor=1)])
+        seen, cursor, pages = [], None, 0
+        while True:
+            page = admin.describe_topic_partitions([b, a], response_partition_limit=2, cursor=cursor)
+            pages += 1
+            for t in page["topics"]:
+                assert t["error_code"] == 0, t
+                for p in t["partitions"]:
+                    assert p["error_code"] == 0, p
+                    assert p["leader_id"] == 0 and p["replica_nodes"] == [0] and p["isr_nodes"] == [0]
+                    seen.append((t["name"], p["partition_index"]))
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
+        assert pages == 3
+
+        # No topics named: every topic, in name order.
+        every = [t["name"] for t in admin.describe_topic_partitions([])["topics"]]
+        assert every == sorted(every) and a in every and b in every, every
+        unknown = admin.describe_topic_partitions([a, f"{prefix}-none"])["topics"]
+        assert [(t["name"], t["error_code"]) for t in unknown] == [(a, 0), (f"{prefix}-none", 3)]
+        outside = admin.describe_topic_partitions(
+            [a], cursor={"topic_name": b, "partition_index": 0})["topics"]
+        assert [(t["name"], t["error_code"]) for t in outside] == [(a, 42)]
+    finally:
+        admin.close()

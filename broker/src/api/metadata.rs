@@ -132,7 +132,7 @@ impl Api {
             .with_topics(topics)
     }
 
-    async fn all_topic_names(&self) -> Vec<String> {
+    pub(super) async fn all_topic_names(&self) -> Vec<String> {
         let Ok(listing) = self
             .vfs
             .read_dir(std::path::Path::new(topic::TOPICS_DIR))

@@ -18,6 +18,7 @@
 //! | `list_offsets` | ListOffsets |
 //! | `leader_epoch` | OffsetForLeaderEpoch, the current-epoch check (KIP-320) |
 //! | `topics` | CreateTopics, DeleteTopics |
+//! | `topic_partitions` | DescribeTopicPartitions (KIP-966) |
 //! | `partitions` | CreatePartitions |
 //! | `new_leaders` | the wait of a request that created topics or partitions for their leaders |
 //! | `records` | DeleteRecords |
@@ -67,6 +68,7 @@ mod produce;
 mod producer_id;
 mod records;
 mod security_admin;
+mod topic_partitions;
 mod topics;
 mod txn;
 mod txn_markers;
@@ -566,6 +568,9 @@ impl Api {
                 ResponseKind::AlterUserScramCredentials(self.alter_user_scram_credentials(r).await)
             }
             RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(self.describe_acls(r)),
+            RequestKind::DescribeTopicPartitions(r) => {
+                ResponseKind::DescribeTopicPartitions(self.describe_topic_partitions(r).await)
+            }
             RequestKind::DescribeLogDirs(r) => {
                 ResponseKind::DescribeLogDirs(self.describe_log_dirs(r).await)
             }

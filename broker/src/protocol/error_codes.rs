@@ -154,6 +154,12 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
         }
         R::ListTransactions(r) => out.push(r.error_code),
         R::ConsumerGroupHeartbeat(r) => out.push(r.error_code),
+        R::DescribeTopicPartitions(r) => {
+            for t in &r.topics {
+                out.push(t.error_code);
+                out.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
         R::DescribeLogDirs(r) => {
             out.push(r.error_code);
             out.extend(r.results.iter().map(|d| d.error_code));

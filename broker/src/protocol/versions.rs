@@ -53,6 +53,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Security. After SaslHandshake v0 the SASL tokens travel as bare

@@ -101,7 +101,8 @@ impl Api {
             | R::DeleteTopics(_)
             | R::CreatePartitions(_)
             | R::DeleteRecords(_)
-            | R::DescribeProducers(_) => self.authorize_topics(s, request).await,
+            | R::DescribeProducers(_)
+            | R::DescribeTopicPartitions(_) => self.authorize_topics(s, request).await,
             R::JoinGroup(_)
             | R::SyncGroup(_)
             | R::Heartbeat(_)

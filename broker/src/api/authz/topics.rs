@@ -212,6 +212,57 @@ impl Api {
                     }),
                 )
             }
+            R::DescribeTopicPartitions(mut r) => {
+                use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+                let (security, who) = (self.security.clone(), s.who());
+                if r.topics.is_empty() {
+                    // Every topic: only those the principal may describe.
+                    return Authz::Proceed(
+                        R::DescribeTopicPartitions(r),
+                        merge(move |resp| {
+                            if let ResponseKind::DescribeTopicPartitions(d) = resp {
+                                d.topics.retain(|t| {
+                                    t.name.as_ref().is_none_or(|n| {
+                                        security.allowed_for(
+                                            &who,
+                                            Operation::Describe,
+                                            ResourceType::Topic,
+                                            name_of(n),
+                                        )
+                                    })
+                                });
+                            }
+                        }),
+                    );
+                }
+                let (ok, no) = split(std::mem::take(&mut r.topics), |t| {
+                    self.may_topic(s, Operation::Describe, name_of(&t.name))
+                });
+                let denied: Vec<DescribeTopicPartitionsResponseTopic> = no
+                    .into_iter()
+                    .map(|t| {
+                        DescribeTopicPartitionsResponseTopic::default()
+                            .with_name(Some(t.name))
+                            .with_error_code(topic_denied())
+                    })
+                    .collect();
+                if ok.is_empty() {
+                    return Authz::Refuse(ResponseKind::DescribeTopicPartitions(
+                        kafka_protocol::messages::DescribeTopicPartitionsResponse::default()
+                            .with_topics(denied),
+                    ));
+                }
+                r.topics = ok;
+                Authz::Proceed(
+                    R::DescribeTopicPartitions(r),
+                    merge(move |resp| {
+                        if let ResponseKind::DescribeTopicPartitions(d) = resp {
+                            d.topics.extend(denied);
+                            d.topics.sort_by(|a, b| a.name.cmp(&b.name));
+                        }
+                    }),
+                )
+            }
             R::Metadata(mut r) => {
                 // Auto-creation needs CREATE on the cluster or the topic.
                 let create_all = self.may_quietly(
