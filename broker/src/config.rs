@@ -281,6 +281,20 @@ pub enum Command {
     /// Name that user in --super-users. Later users are best added with
     /// the admin API (kafka-configs --alter --add-config 'SCRAM-SHA-512=...').
     ScramUser(ScramUser),
+    /// Reads the whole volume at --data-dir and reports damage (a
+    /// manifest naming a lost segment, a segment shorter than its manifest
+    /// vouches for, an epoch without its claim, unreadable files), files
+    /// nothing refers to, and cleanups pending (temps, staging, tombstones,
+    /// .nfs files). Read-only; safe while the cluster runs. Exit code 0:
+    /// no errors or warnings; 1: some; 2: the volume cannot be read.
+    Fsck(Fsck),
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct Fsck {
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Clone, Debug, clap::Args)]

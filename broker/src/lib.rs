@@ -30,6 +30,7 @@ pub mod api;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod fsck;
 pub mod groups;
 pub mod health;
 pub mod heartbeat;

@@ -31,8 +31,10 @@ mod production {
             Ok(c) => c,
             Err(e) => e.exit(),
         };
-        if let Some(Command::ScramUser(args)) = &config.command {
-            return scram_user(&config, args);
+        match &config.command {
+            Some(Command::ScramUser(args)) => return scram_user(&config, args),
+            Some(Command::Fsck(args)) => return fsck(&config, args),
+            None => {}
         }
         let volume = if explicit_dir {
             PosixVfs::open_volume(&config.data_dir)
@@ -124,6 +126,50 @@ mod production {
         }
         eprintln!("{}", refusal(root, &mount, &violations));
         Err(ExitCode::from(2))
+    }
+
+    /// `kaas fsck`: the volume's report, text or JSON; the exit code says
+    /// whether it found problems (1) or could not read the volume (2).
+    fn fsck(config: &Config, args: &broker::config::Fsck) -> ExitCode {
+        let volume = match PosixVfs::open_volume(&config.data_dir) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("kaas fsck: {}: {e}", config.data_dir.display());
+                return ExitCode::from(2);
+            }
+        };
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("kaas fsck: cannot start the async runtime: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let report = match runtime.block_on(broker::fsck::check(&volume)) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "kaas fsck: cannot read the volume at {}: {e}",
+                    config.data_dir.display()
+                );
+                return ExitCode::from(2);
+            }
+        };
+        if args.json {
+            match serde_json::to_string_pretty(&report) {
+                Ok(j) => println!("{j}"),
+                Err(e) => {
+                    eprintln!("kaas fsck: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            print!("{}", report.human());
+        }
+        ExitCode::from(u8::from(report.has_problems()))
     }
 
     /// `kaas scram-user`: one user's credentials, written to the volume.

@@ -153,3 +153,35 @@ fn a_conforming_nfs_mount_starts_and_the_override_starts_an_unsafe_one() {
         }
     }
 }
+
+#[test]
+fn fsck_exit_codes_say_clean_problems_or_unreadable() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let run = |dir: &std::path::Path, json: bool| {
+        let mut cmd = kaas();
+        cmd.arg("--data-dir").arg(dir).arg("fsck");
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().expect("run kaas fsck")
+    };
+    let clean = run(scratch.path(), false);
+    assert_eq!(clean.status.code(), Some(0), "{clean:?}");
+    assert!(String::from_utf8_lossy(&clean.stdout).contains("0 errors, 0 warnings"));
+    #[allow(clippy::disallowed_methods)] // the test's own scratch directory
+    std::fs::create_dir_all(
+        scratch
+            .path()
+            .join("topics/0b7e9d4c-0000-4000-8000-000000000000"),
+    )
+    .expect("mkdir");
+    let damaged = run(scratch.path(), true);
+    assert_eq!(damaged.status.code(), Some(1), "{damaged:?}");
+    let out = String::from_utf8_lossy(&damaged.stdout);
+    assert!(
+        out.contains("\"severity\": \"error\"") && out.contains("without its meta"),
+        "{out}"
+    );
+    let missing = run(&scratch.path().join("not-mounted"), false);
+    assert_eq!(missing.status.code(), Some(2), "{missing:?}");
+}

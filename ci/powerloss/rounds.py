@@ -19,10 +19,12 @@ Prints rounds, records acknowledged and lost, and `.nfs` files seen; exits
 
 import argparse
 import collections
+import json
 import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -254,6 +256,28 @@ class Checker:
         self.committed = {k: v for k, v in self.committed.items() if k[0] != topic}
 
 
+def fsck(vol, name, out):
+    """`kaas fsck` of the volume the rounds left (brokers stopped): no
+    damage. Warnings (a segment a cut left unnamed) and notices (temps,
+    `.nfs` files) are what power cuts leave; they are counted, not fatal."""
+    data = os.path.join(vol.points[0], "data")
+    r = subprocess.run([kaasproc.KAAS, "--data-dir", data, "fsck", "--json"], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode not in (0, 1):
+        raise Failure(f"kaas fsck of ({name}) could not read the volume: {r.stderr.strip()}")
+    report = json.loads(r.stdout)
+    by = {}
+    for f in report["findings"]:
+        by[f["severity"]] = by.get(f["severity"], 0) + 1
+    out.append(f"kaas fsck after ({name}): {report['topics']} topics, {report['partitions']} partitions, "
+               f"{report['files']} files: {by.get('error', 0)} errors, {by.get('warning', 0)} warnings, "
+               f"{by.get('notice', 0)} notices")
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    if errors:
+        raise Failure(f"kaas fsck after ({name}) found damage: "
+                      + "; ".join(f"{f['path']}: {f['what']}" for f in errors[:5]))
+
+
 def round_a(vol, work, rounds, rng, checker_out):
     cluster = Cluster(vol, work, 1)
     checker = Checker(cluster)
@@ -480,7 +504,7 @@ def main():
                     help="how long each mount's kernel trusts a name it looked up")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    checkers, nfs_seen, rounds = [], set(), 0
+    checkers, nfs_seen, rounds, fsck_out = [], set(), 0, []
     started = time.monotonic()
     failure = None
     work_root = tempfile.mkdtemp(prefix="powerloss-", dir="target")
@@ -508,6 +532,7 @@ def main():
                     rounds += round_c(vol, work, args.iterations_c, rng, checkers, nfs_seen)
                 else:
                     rounds += round_d(vol, work, rng, checkers)
+                fsck(vol, name, fsck_out)
                 for k, v in vol.stats().items():
                     stats[k] = stats.get(k, 0) + v
             finally:
@@ -523,6 +548,8 @@ def main():
           f"in {time.monotonic() - started:.0f} s", flush=True)
     if stats:
         print("volume: " + ", ".join(f"{k}={int(v)}" for k, v in sorted(stats.items())), flush=True)
+    for line in fsck_out:
+        print(line, flush=True)
     if failure or lost or dup:
         print(f"FAILED: {failure}; logs kept in {work_root}", file=sys.stderr, flush=True)
         sys.exit(1)

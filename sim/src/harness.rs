@@ -612,10 +612,30 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let mut violations = violations.take();
     violations.extend(checker::check(&events, &logs));
     violations.extend(leftovers(&nfs, &deleted));
+    // The volume as `kaas fsck` reads it, now that the cluster converged
+    // (and after the leftovers were looked at: the brokers keep working
+    // while it reads). Errors are damage; warnings and notices are states
+    // a live cluster may be in, such as a segment being rolled.
+    let volume = nfs.host(OBSERVER_HOST);
+    let fsck = reader
+        .spawn(async move { broker::fsck::check(&volume).await })
+        .await;
+    match fsck {
+        Ok(Ok(report)) => violations.extend(
+            report
+                .findings
+                .into_iter()
+                .filter(|f| f.severity == broker::fsck::Severity::Error)
+                .map(|f| Invariant::FsckClean.says(format!("{}: {}", f.path, f.what))),
+        ),
+        Ok(Err(e)) => violations.push(Invariant::FsckClean.says(format!("volume unreadable: {e}"))),
+        Err(e) => violations.push(Invariant::FsckClean.says(format!("fsck did not finish: {e}"))),
+    }
     let mut checked = checker::counts(&events, &logs);
     for (inv, n) in violations_found.checks() {
         *checked.entry(inv).or_default() += n;
     }
+    *checked.entry(Invariant::FsckClean).or_default() += 1;
     let (acked, polls) = events.iter().fold((0, 0), |(a, p), (_, e)| match e {
         Event::Produce {
             outcome: workload::Outcome::Acked { .. },

@@ -63,6 +63,7 @@ invariants! {
     CredentialRegression = "credential-regression": "A broker that refused a password under credentials version v never accepts it later unless a version after v that accepts it was begun before: no broker goes back to older credentials.",
     SecurityChangeLost = "security-change-lost": "Every acknowledged ACL or credential change is in the newest complete version of its document: no acknowledged change is written over.",
     AclUnapplied = "acl-unapplied": "Once faults heal, every broker applies every acknowledged ACL change (answers DescribeAcls with it) within 15 s.",
+    FsckClean = "fsck-clean": "Once the cluster converged, `kaas fsck` finds no damage on the volume: no lost or short segment, no epoch without its claim, no unreadable manifest or topic meta.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }
 

@@ -1,0 +1,298 @@
+//! `kaas fsck`: reads the whole volume, as a new leader would read each
+//! partition, and reports what is wrong with the one copy of the data.
+//!
+//! Findings come in three kinds. Errors are damage: a manifest naming a
+//! segment that is gone, a segment shorter than its manifest vouches for,
+//! an epoch without its claim below the newest manifest, a file that is
+//! not what kaas wrote (a bad envelope, unparsable). Warnings are files
+//! nothing refers to that kaas does not remove by itself (a segment no
+//! manifest names). Notices are states a running cluster clears on its own
+//! (leftover temps of an interrupted replace, staging directories,
+//! tombstones of deleted topics, `.nfs` files of handles still open);
+//! on a stopped cluster they say a cleanup is pending. Read-only: it opens
+//! and lists, it never writes.
+//!
+//! Checked: topics and their partitions (meta, claims, manifests, segments),
+//! and the whole tree for temps and `.nfs` files. Not checked yet: group,
+//! producer-id, transaction and security files beyond those two.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use vfs::Vfs;
+use vfs::durable::{is_nfs_silly_rename, is_temp_name};
+
+use crate::layout::{self, STAGING_PREFIX, TOMBSTONE_PREFIX};
+use crate::log::audit::{audit_partition, unclaimed_epochs};
+use crate::log::manifest::parse_segment_file;
+use crate::log::topic;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Notice,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    /// Volume-relative path of the file or directory.
+    pub path: String,
+    pub what: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub topics: usize,
+    pub partitions: usize,
+    pub files: usize,
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    fn add(&mut self, severity: Severity, path: &Path, what: impl Into<String>) {
+        self.findings.push(Finding {
+            severity,
+            path: path.display().to_string(),
+            what: what.into(),
+        });
+    }
+
+    pub fn count(&self, severity: Severity) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == severity)
+            .count()
+    }
+
+    /// Errors or warnings: what exit code 1 means.
+    pub fn has_problems(&self) -> bool {
+        self.count(Severity::Error) + self.count(Severity::Warning) > 0
+    }
+
+    /// The report as an operator reads it.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let mut sorted = self.findings.clone();
+        sorted.sort_by(|a, b| (a.severity, &a.path).cmp(&(b.severity, &b.path)));
+        for f in &sorted {
+            let kind = match f.severity {
+                Severity::Error => "ERROR  ",
+                Severity::Warning => "WARNING",
+                Severity::Notice => "notice ",
+            };
+            out.push_str(&format!("{kind} {}: {}\n", f.path, f.what));
+        }
+        out.push_str(&format!(
+            "{} topics, {} partitions, {} files read: {} errors, {} warnings, {} notices\n",
+            self.topics,
+            self.partitions,
+            self.files,
+            self.count(Severity::Error),
+            self.count(Severity::Warning),
+            self.count(Severity::Notice),
+        ));
+        out
+    }
+}
+
+/// Checks the volume. An `Err` is a volume that cannot be read at all
+/// (exit code 2); a part that cannot be read is an error finding.
+pub async fn check(vfs: &dyn Vfs) -> io::Result<Report> {
+    let mut report = Report::default();
+    // The top level must be listable: otherwise this is not a volume.
+    vfs.read_dir(Path::new("")).await?;
+    walk(vfs, PathBuf::new(), &mut report).await;
+    topics(vfs, &mut report).await;
+    Ok(report)
+}
+
+/// Every entry of the tree: temps and `.nfs` files wherever they are.
+async fn walk(vfs: &dyn Vfs, root: PathBuf, report: &mut Report) {
+    let mut pending = vec![root];
+    while let Some(dir) = pending.pop() {
+        let entries = match vfs.read_dir(&dir).await {
+            Ok(e) => e,
+            Err(e) => {
+                report.add(Severity::Error, &dir, format!("cannot list: {e}"));
+                continue;
+            }
+        };
+        for e in entries {
+            let path = dir.join(&e.name);
+            if is_nfs_silly_rename(&e.name) {
+                report.add(
+                    Severity::Notice,
+                    &path,
+                    ".nfs file: a file removed while a host still had it open; it goes at that \
+                     host's last close (a long-lived one points at a process holding it)",
+                );
+            } else if is_temp_name(&e.name) {
+                report.add(
+                    Severity::Notice,
+                    &path,
+                    "leftover temp of an interrupted atomic replace; its writer sweeps it",
+                );
+            }
+            match e.kind {
+                vfs::FileKind::Dir => pending.push(path),
+                _ => report.files += 1,
+            }
+        }
+    }
+}
+
+async fn topics(vfs: &dyn Vfs, report: &mut Report) {
+    let dir = Path::new(layout::TOPICS_DIR);
+    let entries = match vfs.read_dir(dir).await {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            report.add(Severity::Error, dir, format!("cannot list: {e}"));
+            return;
+        }
+    };
+    for e in entries {
+        let path = dir.join(&e.name);
+        if e.name.starts_with(STAGING_PREFIX) {
+            report.add(
+                Severity::Notice,
+                &path,
+                "staging of a topic being created, or abandoned by a creator that died; the \
+                 controller sweeps it once its creator is gone",
+            );
+            continue;
+        }
+        if e.name.starts_with(TOMBSTONE_PREFIX) {
+            report.add(
+                Severity::Notice,
+                &path,
+                "deleted topic whose files are not removed yet; the controller reaps it",
+            );
+            continue;
+        }
+        if e.name.starts_with('.') || path == Path::new(layout::NAMES_DIR) {
+            continue;
+        }
+        let meta = match topic::read_meta(vfs, &e.name).await {
+            Ok(m) => m,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                report.add(
+                    Severity::Error,
+                    &path,
+                    "topic directory without its meta file: a topic no name leads to",
+                );
+                continue;
+            }
+            Err(err) => {
+                report.add(
+                    Severity::Error,
+                    &path,
+                    format!("topic meta unreadable: {err}"),
+                );
+                continue;
+            }
+        };
+        report.topics += 1;
+        for p in 0..meta.partitions {
+            report.partitions += 1;
+            partition(vfs, &layout::partition_dir(&meta.id, p), report).await;
+        }
+    }
+}
+
+async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
+    let audit = match audit_partition(vfs, dir).await {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            report.add(
+                Severity::Notice,
+                dir,
+                "no manifest yet: no leader has taken the partition over",
+            );
+            return;
+        }
+        Err(e) => {
+            report.add(Severity::Error, dir, format!("manifest unreadable: {e}"));
+            return;
+        }
+    };
+    for name in &audit.missing {
+        report.add(
+            Severity::Error,
+            &dir.join(name),
+            format!(
+                "named by the manifest of epoch {}, but gone: its records are lost",
+                audit.epoch
+            ),
+        );
+    }
+    match unclaimed_epochs(vfs, dir, 1, audit.epoch).await {
+        Ok(gaps) if !gaps.is_empty() => report.add(
+            Severity::Error,
+            dir,
+            format!(
+                "epochs {gaps:?} have no claim below the newest manifest (epoch {}): a \
+                 leader of the epoch before could pass its fence check",
+                audit.epoch
+            ),
+        ),
+        Ok(_) => {}
+        Err(e) => report.add(
+            Severity::Error,
+            dir,
+            format!("epoch claims unreadable: {e}"),
+        ),
+    }
+    for (name, vouched) in &audit.vouched {
+        if audit.missing.contains(name) {
+            continue;
+        }
+        match file_len(vfs, &dir.join(name)).await {
+            Ok(len) if len < *vouched => report.add(
+                Severity::Error,
+                &dir.join(name),
+                format!(
+                    "{len} bytes, but the manifest of epoch {} vouches for {vouched}: \
+                     acknowledged records are lost",
+                    audit.epoch
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => report.add(Severity::Error, &dir.join(name), format!("unreadable: {e}")),
+        }
+    }
+    let listing = match vfs.read_dir(dir).await {
+        Ok(l) => l,
+        Err(e) => {
+            report.add(Severity::Error, dir, format!("cannot list: {e}"));
+            return;
+        }
+    };
+    for e in listing {
+        let Some((_, epoch, "log")) = parse_segment_file(&e.name) else {
+            continue;
+        };
+        if !audit.segments.contains(&e.name) {
+            let why = if epoch > audit.epoch {
+                "a segment of a newer epoch than the newest manifest: its leader is rolling \
+                 or taking over now, or died before naming it"
+            } else {
+                "a segment the newest manifest does not name: left by a crash between its \
+                 creation and the manifest, or a removal that did not finish"
+            };
+            report.add(Severity::Warning, &dir.join(&e.name), why);
+        }
+    }
+}
+
+/// A file's length, from a fresh open (close-to-open makes it current).
+async fn file_len(vfs: &dyn Vfs, path: &Path) -> io::Result<u64> {
+    let f = vfs.open(path, vfs::OpenOptions::read()).await?;
+    let len = f.stat().await.map(|m| m.len);
+    let _ = f.close().await;
+    len
+}
