@@ -221,16 +221,8 @@ impl Api {
                         R::DescribeTopicPartitions(r),
                         merge(move |resp| {
                             if let ResponseKind::DescribeTopicPartitions(d) = resp {
-                                d.topics.retain(|t| {
-                                    t.name.as_ref().is_none_or(|n| {
-                                        security.allowed_for(
-                                            &who,
-                                            Operation::Describe,
-                                            ResourceType::Topic,
-                                            name_of(n),
-                                        )
-                                    })
-                                });
+                                d.topics
+                                    .retain(|t| describable(&security, &who, t.name.as_ref()));
                             }
                         }),
                     );
@@ -330,16 +322,8 @@ impl Api {
                     R::Metadata(r),
                     merge(move |resp| {
                         if let ResponseKind::Metadata(m) = resp {
-                            m.topics.retain(|t| {
-                                t.name.as_ref().is_none_or(|n| {
-                                    security.allowed_for(
-                                        &who,
-                                        Operation::Describe,
-                                        ResourceType::Topic,
-                                        name_of(n),
-                                    )
-                                })
-                            });
+                            m.topics
+                                .retain(|t| describable(&security, &who, t.name.as_ref()));
                         }
                     }),
                 )
@@ -554,4 +538,16 @@ fn produce_error(index: i32, code: i16) -> PartitionProduceResponse {
         .with_base_offset(-1)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
+}
+
+/// Whether `who` may see a topic an every-topic answer lists (an entry
+/// without a name is left as the handler answered it).
+fn describable(
+    security: &crate::security::Security,
+    who: &crate::security::Who,
+    name: Option<&kafka_protocol::messages::TopicName>,
+) -> bool {
+    name.is_none_or(|n| {
+        security.allowed_for(who, Operation::Describe, ResourceType::Topic, name_of(n))
+    })
 }
