@@ -22,6 +22,7 @@
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
 //! | [`api`] | the answers to Kafka requests, one file per API family |
 //! | [`security`] | listeners, TLS, SASL, SCRAM credentials and ACLs on the volume |
+//! | `fuzz` | entry points of the fuzz targets in `fuzz/` (feature `fuzzing`, and the tests) |
 //! | [`health`] | `/livez` and `/readyz` for Kubernetes probes |
 //! | [`clock`] | the wall clock, for record timestamps only |
 //! | `historical` | the historical bugs' old code paths (simulation build only) |
@@ -31,6 +32,8 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod fsck;
+#[cfg(all(not(madsim), any(test, feature = "fuzzing")))]
+pub mod fuzz;
 pub mod groups;
 pub mod health;
 pub mod heartbeat;

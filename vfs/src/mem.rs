@@ -24,6 +24,7 @@ pub struct MemVfs {
     state: Arc<Mutex<State>>,
 }
 
+#[derive(Clone)]
 struct State {
     inodes: BTreeMap<Ino, Inode>,
     next_ino: Ino,
@@ -31,6 +32,7 @@ struct State {
     capacity: u64,
 }
 
+#[derive(Clone)]
 enum Inode {
     File {
         data: Vec<u8>,
@@ -74,6 +76,14 @@ impl MemVfs {
         let vfs = Self::default();
         vfs.lock().capacity = bytes;
         vfs
+    }
+
+    /// An independent copy of the volume as it is now: a fuzz target or
+    /// test prepares a volume once and damages a fresh copy per case.
+    pub fn snapshot(&self) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(self.lock().clone())),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

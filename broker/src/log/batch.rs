@@ -73,12 +73,15 @@ impl BatchHeader {
         self.attributes & TRANSACTIONAL != 0
     }
 
+    /// Saturating: a batch read from a damaged file may carry any base
+    /// offset, and must not overflow the arithmetic of its reader.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 }
 
@@ -189,12 +192,32 @@ fn control_type(records: &[u8]) -> Result<Control, BatchError> {
     })
 }
 
-/// Splits a produce request's record set into validated batches.
+/// The fewest bytes a record takes in an uncompressed batch: one varint
+/// byte each for its length, timestamp delta, offset delta, key length,
+/// value length and header count, and its attributes byte.
+const MIN_RECORD_BYTES: usize = 7;
+
+/// Splits a produce request's record set into validated batches. Beyond
+/// [`parse`], the record count must agree with the offset range (Kafka's
+/// LogValidator refuses "Inconsistent batch offset range and record
+/// count" too) and, uncompressed, fit in the batch's bytes: every later
+/// reader trusts that count.
 pub fn split(records: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < records.len() {
         let header = parse(&records[at..])?;
+        if i64::from(header.last_offset_delta) + 1 != i64::from(header.records) {
+            return Err(BatchError::Header(
+                "record count does not match the batch's offset range",
+            ));
+        }
+        let uncompressed = header.attributes & 0x07 == 0;
+        if uncompressed && header.records as usize * MIN_RECORD_BYTES > header.size - HEADER_LEN {
+            return Err(BatchError::Header(
+                "record count larger than the batch's records",
+            ));
+        }
         at += header.size;
         out.push(header);
     }
@@ -302,9 +325,15 @@ fn encode(producer: (i64, i16, i32), attributes: i16, records: &[Record]) -> Byt
     b.put_i32(base_sequence);
     b.put_i32(count);
     b.put_slice(&encoded);
-    let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
-    b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
+    restamp_crc(&mut b);
     b.freeze()
+}
+
+/// Rewrites the CRC of the whole batch `batch` over its bytes after the
+/// CRC field.
+pub(crate) fn restamp_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
+    batch[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// The values of an uncompressed batch's records (`None` if compressed or
@@ -346,7 +375,9 @@ pub(crate) fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
         return None;
     }
     let mut rest = &batch[HEADER_LEN..h.size];
-    let mut out = Vec::with_capacity(h.records.max(0) as usize);
+    // The count is the header's word; the bytes bound what is there.
+    let mut out =
+        Vec::with_capacity((h.records.max(0) as usize).min(rest.len() / MIN_RECORD_BYTES));
     for _ in 0..h.records {
         let len = get_varlong(&mut rest)? as usize;
         let mut rec = rest.get(..len)?;
@@ -354,7 +385,7 @@ pub(crate) fn record_times(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
         rec = rec.get(1..)?; // attributes
         let ts_delta = get_varlong(&mut rec)?;
         let offset_delta = get_varlong(&mut rec)?;
-        out.push((offset_delta, h.base_timestamp + ts_delta));
+        out.push((offset_delta, h.base_timestamp.wrapping_add(ts_delta)));
     }
     Some(out)
 }
@@ -367,7 +398,7 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
     record_times(batch)?
         .into_iter()
         .find(|&(_, t)| t == h.max_timestamp)
-        .map(|(delta, _)| h.base_offset + delta)
+        .map(|(delta, _)| h.base_offset.wrapping_add(delta))
 }
 
 fn get_varlong(buf: &mut &[u8]) -> Option<i64> {

@@ -316,29 +316,15 @@ pub(crate) async fn start(
                     .map_err(|e| Close(format!("cannot frame the SASL token: {e}")))
             });
     }
-    if frame.len() < 8 {
-        return Err(Close(format!(
-            "{}-byte frame is too short for a request header",
-            frame.len()
-        )));
-    }
-    let key = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let api = ApiKey::try_from(key).map_err(|_| Close(format!("unknown API key {key}")))?;
-    let mut body = frame;
-    let header = decode_request_header_from_buffer(&mut body)
-        .map_err(|e| Close(format!("malformed {api:?} v{version} request header: {e}")))?;
-    if !versions::is_supported(api, version) {
-        if api == ApiKey::ApiVersions {
-            let (response, v) = versions::api_versions(version);
-            return encode(&header, api, ResponseKind::ApiVersions(response), v)
-                .map(|out| Started::Now(Some(out)));
-        }
-        return refuse(&header, api, version, body).map(|out| Started::Now(Some(out)));
-    }
-    let request = RequestKind::decode(api, &mut body, version)
-        .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
-    drop(body);
+    let (header, api, version, request) = match decode(frame)? {
+        Decoded::Request {
+            header,
+            api,
+            version,
+            request,
+        } => (header, api, version, request),
+        Decoded::Answered(out) => return Ok(Started::Now(Some(out))),
+    };
     let failed = move |e| Close(format!("{api:?} v{version} failed: {e}"));
     let counted = Counted {
         metrics: handler.metrics().cloned(),
@@ -362,6 +348,56 @@ pub(crate) async fn start(
                 .transpose()
         }))),
     }
+}
+
+/// A request frame, decoded.
+// Made once per frame and taken apart at once: boxing would cost an
+// allocation per request for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Decoded {
+    /// A request of a version this broker serves, for the handler.
+    Request {
+        header: RequestHeader,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    },
+    /// Answered from the frame alone: a version this broker does not serve.
+    Answered(ResponseFrame),
+}
+
+/// Decodes a request frame (the bytes after the length prefix): the
+/// first code that reads what a client sent. A frame that cannot be a
+/// request is a [`Close`], never a panic.
+pub(crate) fn decode(frame: Bytes) -> Result<Decoded, Close> {
+    if frame.len() < 8 {
+        return Err(Close(format!(
+            "{}-byte frame is too short for a request header",
+            frame.len()
+        )));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api = ApiKey::try_from(key).map_err(|_| Close(format!("unknown API key {key}")))?;
+    let mut body = frame;
+    let header = decode_request_header_from_buffer(&mut body)
+        .map_err(|e| Close(format!("malformed {api:?} v{version} request header: {e}")))?;
+    if !versions::is_supported(api, version) {
+        if api == ApiKey::ApiVersions {
+            let (response, v) = versions::api_versions(version);
+            return encode(&header, api, ResponseKind::ApiVersions(response), v)
+                .map(Decoded::Answered);
+        }
+        return refuse(&header, api, version, body).map(Decoded::Answered);
+    }
+    let request = RequestKind::decode(api, &mut body, version)
+        .map_err(|e| Close(format!("malformed {api:?} v{version} request: {e}")))?;
+    Ok(Decoded::Request {
+        header,
+        api,
+        version,
+        request,
+    })
 }
 
 /// A request on its way to the metrics: counted with its response's error
@@ -899,6 +935,21 @@ mod tests {
                 .await
                 .expect("an idle connection was not closed")
                 .unwrap();
+        }
+    }
+
+    /// Found by `ci/fuzz/run` (request_frame): 18 bytes claiming 2^31
+    /// topics made the codec size a 163 GB Vec and abort the broker
+    /// (third_party/kafka-protocol/KAAS-PATCH.md).
+    #[test]
+    fn an_array_count_larger_than_the_frame_is_refused_before_any_allocation() {
+        let frame = Bytes::from_static(&[
+            0x00, 0x17, 0x00, 0x02, 0x00, 0x00, 0x00, 0x07, 0x00, 0x04, b'f', b'z', 0x00, 0x75,
+            0x7a, 0x00, 0x00, 0x00,
+        ]);
+        match decode(frame) {
+            Err(Close(why)) => assert!(why.contains("malformed"), "{why}"),
+            Ok(_) => panic!("a frame claiming 2^31 topics decoded"),
         }
     }
 }

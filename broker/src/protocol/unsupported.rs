@@ -186,4 +186,4 @@ fn top_level(api: ApiKey, version: i16) -> Option<R> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

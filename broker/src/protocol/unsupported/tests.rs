@@ -9,7 +9,7 @@ use super::*;
 macro_rules! defaults {
     ($($kind:ident),* $(,)?) => {
         /// A default request of every API the codec knows.
-        fn default_request(api: ApiKey) -> Option<Q> {
+        pub(crate) fn default_request(api: ApiKey) -> Option<Q> {
             match api {
                 $(ApiKey::$kind => Some(Q::$kind(Default::default())),)*
                 #[allow(unreachable_patterns)]
