@@ -48,3 +48,8 @@ fn partition_files() {
 fn sasl_exchange() {
     replay("sasl_exchange", super::sasl_exchange);
 }
+
+#[test]
+fn request_answer() {
+    replay("request_answer", super::request_answer);
+}

@@ -8,12 +8,14 @@
 //! The unit tests replay the corpus committed in `fuzz/corpus`, so a
 //! plain `cargo test` keeps every input a fuzzer ever kept working.
 
+mod answer;
 mod batches;
 mod metadata;
 mod partition;
 mod request;
 mod sasl;
 
+pub use answer::request_answer;
 pub use batches::record_set;
 pub use metadata::metadata_file;
 pub use partition::partition_files;

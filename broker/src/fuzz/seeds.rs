@@ -43,6 +43,9 @@ fn request_frames() {
                 continue;
             }
             put("request_frame", &format!("{api:?}-v{version}"), &buf);
+            let mut alone = vec![0u8];
+            alone.extend_from_slice(&buf);
+            put("request_answer", &format!("{api:?}-v{version}"), &alone);
         }
     }
 }
