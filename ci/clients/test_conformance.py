@@ -103,7 +103,7 @@ def test_aiokafka_first_send_to_a_new_topic_finds_its_leader_at_once(broker, cap
 NONE, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION = 0, 1, 2, 3
 MESSAGE_TOO_LARGE, INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS = 10, 17, 36
 INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG = 37, 38, 40
-INVALID_REQUEST, UNKNOWN_TOPIC_ID, MISMATCHED_ENDPOINT_TYPE = 42, 100, 114
+INVALID_REQUEST, POLICY_VIOLATION, UNKNOWN_TOPIC_ID, MISMATCHED_ENDPOINT_TYPE = 42, 44, 100, 114
 NIL = uuid.UUID(int=0)
 
 
@@ -297,6 +297,27 @@ def test_create_partitions_errors(broker, existing):
                                   timeout_ms=10000, validate_only=True)
     got = [(r.error_code, bool(r.error_message)) for r in call(broker.addr, req, 3).results]
     assert got == [(INVALID_PARTITIONS, True), (UNKNOWN_TOPIC_OR_PARTITION, True)]
+
+
+def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused(broker, existing):
+    # Kafka's limit (KAFKA-17870, KAFKA-19673), and kaas's guard against a
+    # request that would fill the volume with partition directories.
+    huge = create_topic(broker.addr, new_topic(), partitions=2**31 - 1)
+    assert huge.error_code == POLICY_VIOLATION and "Excessively large" in huge.error_message
+    T = CreateTopicsRequest[7].CreatableTopic
+    pair = [new_topic(), new_topic()]
+    req = CreateTopicsRequest[7](topics=[T(name=n, num_partitions=5001, replication_factor=-1,
+                                           assignments=[], configs=[]) for n in pair],
+                                 timeout_ms=10000, validate_only=False)
+    got = call(broker.addr, req, 7).topics
+    assert [t.error_code for t in got] == [POLICY_VIOLATION, POLICY_VIOLATION]
+    assert [t.error_code for t in metadata(broker.addr, pair, 12).topics] == [UNKNOWN_TOPIC_OR_PARTITION] * 2
+    topic, _ = existing
+    P = CreatePartitionsRequest.CreatePartitionsTopic
+    req = CreatePartitionsRequest(topics=[P(name=topic, count=2**31 - 1, assignments=None)],
+                                  timeout_ms=10000, validate_only=False)
+    (r,) = call(broker.addr, req, 3).results
+    assert r.error_code == POLICY_VIOLATION and "Excessively large" in r.error_message
 
 
 def test_offset_commit_to_a_missing_topic_or_partition_is_refused(broker, existing):

@@ -7,6 +7,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::log::topic;
 
+use super::topics::{MAX_NEW_PARTITIONS_PER_REQUEST, excessive};
 use super::{Api, code, name_of};
 
 impl Api {
@@ -16,6 +17,9 @@ impl Api {
     ) -> CreatePartitionsResponse {
         let mut results = Vec::new();
         let mut grown = Vec::new();
+        // New partitions granted so far in this request: a topic whose
+        // growth would pass Kafka's per-request limit is refused.
+        let mut added_so_far: i64 = 0;
         for t in req.topics {
             let name = name_of(&t.name).to_owned();
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
@@ -38,7 +42,19 @@ impl Api {
                         meta.partitions
                     ),
                 ),
-                Ok(Some(_)) if req.validate_only => result,
+                Ok(Some(meta))
+                    if added_so_far + i64::from(t.count) - i64::from(meta.partitions)
+                        > MAX_NEW_PARTITIONS_PER_REQUEST =>
+                {
+                    fail(
+                        ResponseError::PolicyViolation,
+                        excessive(added_so_far + i64::from(t.count) - i64::from(meta.partitions)),
+                    )
+                }
+                Ok(Some(meta)) if req.validate_only => {
+                    added_so_far += i64::from(t.count) - i64::from(meta.partitions);
+                    result
+                }
                 Ok(Some(meta)) => {
                     let live = self.current().map(|a| a.brokers).unwrap_or_default();
                     let creator = self.creator();
@@ -49,6 +65,7 @@ impl Api {
                         &meta,
                         t.count as u32,
                     );
+                    added_so_far += i64::from(t.count) - i64::from(meta.partitions);
                     match added.await {
                         Ok(()) => {
                             grown.push((meta.id.clone(), t.count as u32));

@@ -15,7 +15,30 @@ use crate::log::{topic, topic_config};
 
 use super::{Api, code, is_internal, lookup_error, name_of, topic_name, uuid_of};
 
+/// Kafka's limit on the partitions one CreateTopics or CreatePartitions
+/// request may add (KAFKA-17870, KAFKA-19673): a client asking for two
+/// billion would otherwise have the broker make directories until the
+/// volume is full.
+pub(super) const MAX_NEW_PARTITIONS_PER_REQUEST: i64 = 10_000;
+
+/// Kafka's message for it, with the figures.
+pub(super) fn excessive(requested: i64) -> String {
+    format!(
+        "Excessively large number of partitions per request: {requested} new partitions, \
+         at most {MAX_NEW_PARTITIONS_PER_REQUEST}"
+    )
+}
+
 impl Api {
+    /// A CreatableTopic's partition count, -1 meaning the broker's default.
+    fn partitions_of(&self, num_partitions: i32) -> i32 {
+        if num_partitions == -1 {
+            self.config.default_partitions as i32
+        } else {
+            num_partitions
+        }
+    }
+
     pub(super) async fn create_topics(
         &self,
         req: CreateTopicsRequest,
@@ -23,13 +46,15 @@ impl Api {
     ) -> CreateTopicsResponse {
         let mut results = Vec::new();
         let mut created = Vec::new();
+        let requested: i64 = req
+            .topics
+            .iter()
+            .map(|t| self.partitions_of(t.num_partitions).max(0) as i64)
+            .sum();
+        let too_many = requested > MAX_NEW_PARTITIONS_PER_REQUEST;
         for t in req.topics {
             let name = name_of(&t.name).to_owned();
-            let partitions = if t.num_partitions == -1 {
-                self.config.default_partitions as i32
-            } else {
-                t.num_partitions
-            };
+            let partitions = self.partitions_of(t.num_partitions);
             let result = CreatableTopicResult::default().with_name(t.name.clone());
             let result = if version >= 5 {
                 result
@@ -50,7 +75,9 @@ impl Api {
             let bad_config = overrides
                 .iter()
                 .find_map(|(k, v)| topic_config::validate(k, v).err());
-            let error = if let Err(e) = topic::validate_name(&name) {
+            let error = if too_many {
+                Some((ResponseError::PolicyViolation, excessive(requested)))
+            } else if let Err(e) = topic::validate_name(&name) {
                 Some((ResponseError::InvalidTopicException, e.to_string()))
             } else if is_internal(&name) {
                 Some((
