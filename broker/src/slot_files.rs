@@ -34,7 +34,7 @@ pub(crate) fn slot_dir(slot: u32) -> PathBuf {
 
 /// File names carry a hash of the key: ids are arbitrary strings up to the
 /// length of a file name and beyond.
-fn hash(key: &str) -> String {
+pub(crate) fn hash(key: &str) -> String {
     let h = blake3::hash(key.as_bytes());
     h.to_hex()[..32].to_owned()
 }

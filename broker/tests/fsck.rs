@@ -199,3 +199,109 @@ async fn a_torn_manifest_and_a_topic_without_meta_are_errors() {
         Some(true)
     );
 }
+
+/// A sealed JSON file, as the broker's metadata writer leaves it.
+async fn sealed(vfs: &dyn Vfs, path: &Path, kind: &str, json: serde_json::Value) {
+    let bytes = vfs::durable::seal(kind, &serde_json::to_vec(&json).unwrap());
+    vfs::durable::atomic_replace(vfs, path, bytes)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn group_transaction_and_claim_files_are_checked() {
+    use broker::groups::store;
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    written(&vfs).await;
+    let v = vfs.as_ref();
+    vfs.mkdir(Path::new("groups/003")).await.unwrap();
+    let group = |id: &str| {
+        serde_json::json!({
+            "group_id": id, "deleted": false, "generation": 1, "protocol_type": null,
+            "protocol": null, "leader": null, "members": [], "offsets": []
+        })
+    };
+    // Group g saved in coordinator epochs 1 and 2: the first is superseded.
+    sealed(v, &store::path(3, "g", 1), "group", group("g")).await;
+    sealed(v, &store::path(3, "g", 2), "group", group("g")).await;
+    // Group h's file is torn; group k's file holds another group.
+    write(v, &store::path(3, "h", 1), b"KAAS\x01").await;
+    sealed(v, &store::path(3, "k", 1), "group", group("not-k")).await;
+    write(v, Path::new("groups/003/notes.txt"), b"hello").await;
+    // Coordinator epochs 1 and 3 claimed, 2 never fenced.
+    let token = vfs::durable::ClaimToken::fresh("coordinator");
+    for e in [1, 3] {
+        let claim = format!("groups/003/epoch-{e:010}");
+        vfs::durable::claim(v, Path::new(&claim), &token, b"leader")
+            .await
+            .unwrap();
+    }
+    // A controller claim naming no broker, a foreign producer id block, a
+    // credentials version whose claimant stopped before filling it.
+    let token = vfs::durable::ClaimToken::fresh("test");
+    vfs::durable::claim(v, Path::new("cluster/controller-0000000009"), &token, b"x")
+        .await
+        .unwrap();
+    write(v, Path::new("producers/block-000000000007"), b"garbage").await;
+    vfs.mkdir(Path::new("security")).await.unwrap();
+    write(v, Path::new("security/credentials-000000000001"), b"").await;
+
+    let report = check(v).await.unwrap();
+    let errors = findings(&report, Severity::Error);
+    let warnings = findings(&report, Severity::Warning);
+    let notices = findings(&report, Severity::Notice);
+    let has = |list: &[(String, String)], path: &str, what: &str| {
+        list.iter().any(|(p, w)| p == path && w.contains(what))
+    };
+    let at = |p: std::path::PathBuf| p.display().to_string();
+    assert!(
+        has(&warnings, &at(store::path(3, "g", 1)), "superseded"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        !has(&warnings, &at(store::path(3, "g", 2)), "superseded"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&errors, &at(store::path(3, "h", 1)), "unreadable"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&errors, &at(store::path(3, "k", 1)), "not-k"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&warnings, "groups/003/notes.txt", "not a group"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&errors, "cluster/controller-0000000009", "no broker id"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&errors, "producers/block-000000000007", "unreadable claim"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(
+            &notices,
+            "security/credentials-000000000001",
+            "undecided claim"
+        ),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(&errors, "groups/003", "epochs [2] have no claim"),
+        "{}",
+        report.human()
+    );
+    assert_eq!(errors.len(), 5, "{}", report.human());
+}

@@ -272,6 +272,13 @@ def fsck(vol, name, out):
     out.append(f"kaas fsck after ({name}): {report['topics']} topics, {report['partitions']} partitions, "
                f"{report['files']} files: {by.get('error', 0)} errors, {by.get('warning', 0)} warnings, "
                f"{by.get('notice', 0)} notices")
+    kinds = {}
+    for f in report["findings"]:
+        if f["severity"] != "error":
+            key = (f["severity"], f["what"].split(":")[0][:70])
+            kinds[key] = kinds.get(key, 0) + 1
+    for (severity, what), n in sorted(kinds.items()):
+        out.append(f"  {n} x {severity}: {what}")
     errors = [f for f in report["findings"] if f["severity"] == "error"]
     if errors:
         raise Failure(f"kaas fsck after ({name}) found damage: "

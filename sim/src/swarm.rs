@@ -93,6 +93,7 @@ pub const POINTS: &[&str] = &[
     "group-heartbeat.arrived",
     "group-load.adopted",
     "group-load.listed",
+    "group-load.older-epoch-fenced",
     "group-load.read",
     "group-save.decided",
     "group-save.saved",
@@ -153,6 +154,7 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
         "groups",
         &[
             "group-heartbeat.arrived",
+            "group-load.older-epoch-fenced",
             "group-load.listed",
             "group-load.read",
             "group-load.adopted",

@@ -104,8 +104,8 @@ impl Slot {
     }
 
     /// Takes the slot over in `epoch`: the claim first (from now on the
-    /// previous coordinator cannot acknowledge anything), the epochs in
-    /// between fenced, then the groups the listing shows are loaded. Groups
+    /// previous coordinator cannot acknowledge anything), every unclaimed
+    /// epoch below fenced, then the groups the listing shows are loaded. Groups
     /// a stale listing hides are loaded by name when first asked for.
     async fn take_over(
         vfs: Arc<dyn Vfs>,
@@ -120,15 +120,24 @@ impl Slot {
             Err(e) => return Err(e),
         }
         fence::claim_epoch(vfs.as_ref(), &dir, epoch, token).await?;
-        for e in (1..epoch).rev() {
-            if vfs::exists_now(vfs.as_ref(), &fence::epoch_path(&dir, e)).await? {
-                break;
-            }
+        // Every epoch below gets a claim. Walking down only to the first
+        // claimed one is not enough: a takeover that failed after its own
+        // claim and before its fences (found by `kaas fsck` in the
+        // simulator) leaves epochs under it unclaimed, and a coordinator
+        // of one of them, waking up late, could claim it and pass its
+        // fence check. Claims are never removed, so what the listing shows
+        // exists; what a stale listing misses is claimed again, harmlessly.
+        let listing = vfs.read_dir(&dir).await?;
+        let claimed: std::collections::BTreeSet<u32> = listing
+            .iter()
+            .filter_map(|e| e.name.strip_prefix("epoch-")?.parse().ok())
+            .collect();
+        for e in (1..epoch).rev().filter(|e| !claimed.contains(e)) {
             fence::fence_epoch(vfs.as_ref(), &dir, e, token).await?;
+            vfs::fault_point!(vfs, "group-load.older-epoch-fenced");
         }
         let now = Instant::now();
         let mut newest: BTreeMap<String, u32> = BTreeMap::new();
-        let listing = vfs.read_dir(&dir).await?;
         for entry in &listing {
             if let Some((hash, e)) = store::parse_name(&entry.name) {
                 let slot_newest = newest.entry(hash.to_owned()).or_insert(e);

@@ -12,9 +12,13 @@
 //! on a stopped cluster they say a cleanup is pending. Read-only: it opens
 //! and lists, it never writes.
 //!
-//! Checked: topics and their partitions (meta, claims, manifests, segments),
-//! and the whole tree for temps and `.nfs` files. Not checked yet: group,
-//! producer-id, transaction and security files beyond those two.
+//! Checked: topics and their partitions (meta, claims, manifests, segments);
+//! coordinator slots (group and transaction files, superseded epochs);
+//! controller claims, assignments, producer id blocks, security versions
+//! and heartbeats (`coordination`); the whole tree for temps and `.nfs`
+//! files.
+
+mod coordination;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -107,6 +111,8 @@ pub async fn check(vfs: &dyn Vfs) -> io::Result<Report> {
     vfs.read_dir(Path::new("")).await?;
     walk(vfs, PathBuf::new(), &mut report).await;
     topics(vfs, &mut report).await;
+    coordination::slots(vfs, &mut report).await;
+    coordination::coordination(vfs, &mut report).await;
     Ok(report)
 }
 
