@@ -51,8 +51,12 @@ pub(super) async fn slots(vfs: &dyn Vfs, report: &mut Report) {
                 .strip_prefix("epoch-")
                 .and_then(|e| e.parse::<u32>().ok())
             {
-                newest_claim = newest_claim.max(e);
-                claim(vfs, &path, Payload::Any, report).await;
+                // Only a decided claim's takeover may have fenced below
+                // it; an undecided one's failed at its claim, and the next
+                // takeover fences instead.
+                if claim(vfs, &path, Payload::Any, report).await {
+                    newest_claim = newest_claim.max(e);
+                }
                 continue;
             }
             let found = if let Some((hash, epoch)) = slot_files::parse_name::<TxnRecord>(&name) {
@@ -188,11 +192,12 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
     }
 }
 
-async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report) {
+/// Checks a claim; true if it is decided (someone holds it).
+async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report) -> bool {
     let reader = ClaimToken::fresh("fsck");
     let body = match read_claim(vfs, path, &reader).await {
         Ok(Claim::Lost { payload, .. }) => payload,
-        Ok(Claim::Won) => return,
+        Ok(Claim::Won) => return true,
         Ok(Claim::Undecided(why)) => {
             report.add(
                 Severity::Notice,
@@ -202,12 +207,12 @@ async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report
                      filling it, or is doing so now; the number it claims is skipped"
                 ),
             );
-            return;
+            return false;
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
         Err(e) => {
             report.add(Severity::Error, path, format!("unreadable claim: {e}"));
-            return;
+            return false;
         }
     };
     let bad = match payload {
@@ -227,4 +232,5 @@ async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report
     if let Some(why) = bad {
         report.add(Severity::Error, path, why);
     }
+    true
 }
