@@ -20,6 +20,7 @@
 //!   groups/<slot>/txn-<hash>-<e>        a transactional id of that slot (`txn`)
 //!   security/credentials-<n>            version n of the SCRAM credentials; its claimant
 //!   security/acls-<n>                   version n of the ACLs; its claimant
+//!   cluster/preferred-leaders-<n>       version n of the operator's preferred leaders; its claimant
 //! ```
 //! Inside a partition directory, the leader of each epoch writes its own
 //! files (`log::fence::epoch_path`, `log::manifest::manifest_path`,

@@ -235,3 +235,78 @@ async fn a_successor_takes_over_one_session_timeout_after_the_silence() {
         "took {seconds} s with a session timeout of {SESSION:?}"
     );
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_preferred_leader_gets_its_partition_and_keeps_it_across_controllers() {
+    use broker::cluster::preferred;
+    let nfs = ModelNfs::new(NfsConfig::default(), 5);
+    let mut brokers = cluster(&nfs, 3).await;
+    let t = topic::create_topic(brokers[0].vfs.as_ref(), "orders", 6)
+        .await
+        .unwrap();
+    let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
+    let mut reader = AssignmentReader::default();
+    async fn latest_of(reader: &mut AssignmentReader, observer: &dyn Vfs) -> Assignment {
+        reader
+            .refresh(observer)
+            .await
+            .unwrap()
+            .cloned()
+            .unwrap_or_default()
+    }
+    let mut controller = None;
+    for _ in 0..70 {
+        let roles = second(&mut brokers).await;
+        controller = controllers(&roles).first().copied().or(controller);
+    }
+    let (controller, _) = controller.expect("a controller was elected");
+    // Every partition to one broker other than the controller: evening out
+    // must leave them there.
+    let target = (controller + 1) % 3;
+    preferred::change::<()>(brokers[2].vfs.as_ref(), |d| {
+        for p in 0..6 {
+            d.set(&t.id, p, Some(target));
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let before = latest_of(&mut reader, observer.as_ref()).await;
+    for _ in 0..5 {
+        second(&mut brokers).await;
+    }
+    let moved = latest_of(&mut reader, observer.as_ref()).await;
+    for p in 0..6 {
+        let (was, now) = (
+            before.leadership(&t.id, p).unwrap(),
+            moved.leadership(&t.id, p).unwrap(),
+        );
+        assert_eq!(now.leader, target, "partition {p}");
+        if was.leader != target {
+            assert!(now.leader_epoch > was.leader_epoch, "a move is a new epoch");
+        }
+    }
+    // The controller dies: its successor reads the preferred leaders too.
+    brokers[controller as usize].alive = false;
+    for _ in 0..70 {
+        second(&mut brokers).await;
+    }
+    let after = latest_of(&mut reader, observer.as_ref()).await;
+    assert!(after.controller_epoch > moved.controller_epoch);
+    for p in 0..6 {
+        assert_eq!(
+            after.leadership(&t.id, p).unwrap(),
+            moved.leadership(&t.id, p).unwrap()
+        );
+    }
+    // The preferred broker dies: its partitions fail over to the others.
+    brokers[target as usize].alive = false;
+    for _ in 0..70 {
+        second(&mut brokers).await;
+    }
+    let failed_over = latest_of(&mut reader, observer.as_ref()).await;
+    for p in 0..6 {
+        assert_ne!(failed_over.leadership(&t.id, p).unwrap().leader, target);
+    }
+}

@@ -1,18 +1,21 @@
 """The admin client matrix: every operation of the two standard admin
 clients (confluent-kafka's AdminClient, librdkafka underneath, and
 kafka-python's KafkaAdminClient) against one broker, each checked for the
-answer Kafka would give. An operation kaas does not serve yet must fail at
+answer Kafka would give. An operation kaas does not serve must fail at
 once with the client's "not supported" error, never hang or be answered
 wrongly; the table in README ("Admin clients") is this file's outcome."""
 
 import uuid
 
 import pytest
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer,
-                             ConsumerGroupState, ElectionType, TopicCollection, TopicPartition)
+from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
+                             Producer, ConsumerGroupState, ElectionType, TopicCollection,
+                             TopicPartition)
 from confluent_kafka import admin as ck
 from kafka import admin as kp
-from kafka.errors import IncompatibleBrokerVersion, SecurityDisabledError, UnsupportedVersionError
+from kafka.errors import (IncompatibleBrokerVersion, InvalidReplicationAssignmentError,
+                          NoReassignmentInProgressError, SecurityDisabledError,
+                          UnknownTopicOrPartitionError, UnsupportedVersionError)
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -196,9 +199,13 @@ def ck_describe_acls(a, w):
 
 
 def ck_elect_leaders(a, w):
-    # Not served yet (issue 23): the client refuses it at once.
-    with pytest.raises(KafkaException, match="not supported|UNSUPPORTED"):
-        a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(w.topic, 0)]).result(timeout=T)
+    # A partition's one replica leads it: nothing to elect. Moves between
+    # brokers: test_reassignments.
+    tp = TopicPartition(w.topic, 0)
+    res = a.elect_leaders(ElectionType.PREFERRED, [tp]).result(timeout=T)
+    assert res[tp].code() == KafkaError.ELECTION_NOT_NEEDED, res
+    res = a.elect_leaders(ElectionType.UNCLEAN, [tp]).result(timeout=T)
+    assert res[tp].code() == KafkaError.ELECTION_NOT_NEEDED, res
 
 
 # kafka-python -------------------------------------------------------------
@@ -347,18 +354,28 @@ UNSUPPORTED = (UnsupportedVersionError, IncompatibleBrokerVersion)
 
 
 def kp_elect_leaders(a, w):
-    with pytest.raises(UNSUPPORTED):
-        a.elect_leaders(0, [KpTopicPartition(w.topic, 0)])  # 0: PREFERRED
+    r = a.elect_leaders(0, {w.topic: [0, 1]})  # 0: PREFERRED
+    codes = [p.error_code for t in r.replica_election_results for p in t.partition_result]
+    assert codes == [84, 84], r  # ELECTION_NOT_NEEDED
+    with pytest.raises(UnknownTopicOrPartitionError):
+        a.elect_leaders(0, {w.topic: [9]})
 
 
 def kp_list_partition_reassignments(a, w):
-    with pytest.raises(UNSUPPORTED):
-        a.list_partition_reassignments()
+    assert a.list_partition_reassignments() == {}
 
 
 def kp_alter_partition_reassignments(a, w):
-    with pytest.raises(UNSUPPORTED):
-        a.alter_partition_reassignments({KpTopicPartition(w.topic, 0): [0]})
+    tp = KpTopicPartition(w.topic, 1)
+    # To the broker that leads it: accepted and done at once.
+    assert a.alter_partition_reassignments({tp: [0]}) == {tp: None}
+    assert a.list_partition_reassignments() == {}
+    # A broker that is not live, or two replicas: refused.
+    assert a.alter_partition_reassignments({tp: [7]}) == {tp: InvalidReplicationAssignmentError}
+    assert a.alter_partition_reassignments({tp: [0, 1]}) == {tp: InvalidReplicationAssignmentError}
+    # Cancelled: once, then there is nothing left to cancel.
+    assert a.alter_partition_reassignments({tp: None}) == {tp: None}
+    assert a.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
 
 
 def kp_describe_metadata_quorum(a, w):

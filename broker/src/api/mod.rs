@@ -23,6 +23,7 @@
 //! | `new_leaders` | the wait of a request that created topics or partitions for their leaders |
 //! | `records` | DeleteRecords |
 //! | `log_dirs` | DescribeLogDirs: the volume as this broker's one log directory |
+//! | `reassignments` | AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders: a partition's leader moved to a named broker |
 //! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | `producer_id` | InitProducerId |
 //! | `coordinator` | FindCoordinator (the group APIs are `crate::groups::api`) |
@@ -66,6 +67,7 @@ mod null_messages;
 mod partitions;
 mod produce;
 mod producer_id;
+mod reassignments;
 mod records;
 mod security_admin;
 mod topic_partitions;
@@ -573,6 +575,17 @@ impl Api {
             }
             RequestKind::DescribeLogDirs(r) => {
                 ResponseKind::DescribeLogDirs(self.describe_log_dirs(r).await)
+            }
+            RequestKind::AlterPartitionReassignments(r) => {
+                ResponseKind::AlterPartitionReassignments(
+                    self.alter_partition_reassignments(r).await,
+                )
+            }
+            RequestKind::ListPartitionReassignments(r) => {
+                ResponseKind::ListPartitionReassignments(self.list_partition_reassignments(r).await)
+            }
+            RequestKind::ElectLeaders(r) => {
+                ResponseKind::ElectLeaders(self.elect_leaders(r, v).await)
             }
             RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(self.create_acls(r).await),
             RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(self.delete_acls(r).await),

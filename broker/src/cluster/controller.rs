@@ -19,6 +19,7 @@ use vfs::durable::ClaimToken;
 use super::assignment::{self, Assignment, AssignmentReader, BrokerEntry};
 use super::election::{self, Holder};
 use super::placement::{self, Leadership, PartitionKey};
+use super::preferred::PreferredReader;
 use crate::heartbeat;
 use crate::layout::BROKERS_DIR;
 use crate::log::{names, topic};
@@ -54,6 +55,8 @@ pub struct ControllerAgent {
     /// Every partition, as last listed, and when: the controller lists the
     /// topics at most once per [`LIST_TOPICS_EVERY`], not at every tick.
     partitions: Option<(Instant, BTreeSet<PartitionKey>)>,
+    /// The operator's preferred leaders, as last read.
+    preferred: PreferredReader,
 }
 
 /// How stale the controller's list of topics may get: a new topic gets its
@@ -73,6 +76,7 @@ impl ControllerAgent {
             reader: AssignmentReader::default(),
             leaving: false,
             partitions: None,
+            preferred: PreferredReader::default(),
         }
     }
 
@@ -217,6 +221,9 @@ impl ControllerAgent {
             return Ok(Role::Controller { epoch });
         }
         let partitions = self.known_partitions(now, previous.as_ref()).await?;
+        if let Err(e) = self.preferred.refresh(v.as_ref()).await {
+            tracing::warn!(error = %e, "preferred leaders unreadable; keeping the ones read before");
+        }
         let brokers = self.entries(&live);
         let placed = self.place(previous.as_ref(), &live, &brokers, &partitions);
         let cluster_id = match previous.as_ref().map(|p| p.cluster_id.clone()) {
@@ -361,8 +368,13 @@ impl ControllerAgent {
             })
             .map(|(b, _)| *b)
             .collect();
-        let mut placed = placement::place(&prev_map, live, &restarted, partitions);
-        placed.extend(placement::place(&prev_map, live, &restarted, &slots));
+        let preferred = self.preferred.doc().as_map();
+        let mut placed =
+            placement::place_preferring(&prev_map, live, &restarted, partitions, &preferred);
+        let none = BTreeMap::new();
+        placed.extend(placement::place_preferring(
+            &prev_map, live, &restarted, &slots, &none,
+        ));
         for b in live {
             for (key, index, epoch) in self.seen.get(b).map_or(&[][..], |s| &s.stuck[..]) {
                 if let Some(l) = placed.get_mut(&(key.clone(), *index)) {

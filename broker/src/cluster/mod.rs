@@ -5,6 +5,7 @@
 //! cluster/controller-<epoch>     claim of controller epoch (exclusive create)
 //! cluster/assignment-<epoch>     written only by that epoch's controller (atomic replace)
 //! cluster/identity/id            the cluster id, decided once (see `identity`)
+//! cluster/preferred-leaders-<n>  version n of the operator's preferred leaders (see `preferred`)
 //! ```
 
 pub mod assignment;
@@ -12,3 +13,4 @@ pub mod controller;
 pub mod election;
 pub mod identity;
 pub mod placement;
+pub mod preferred;

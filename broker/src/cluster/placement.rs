@@ -25,11 +25,26 @@ pub struct Leadership {
 /// A leader in `restarted` (a new process since the previous assignment)
 /// keeps its partitions under a new epoch: the new process cannot hold the
 /// old process's epoch claims.
+#[cfg(test)]
 pub fn place(
     previous: &BTreeMap<PartitionKey, Leadership>,
     live: &BTreeSet<u32>,
     restarted: &BTreeSet<u32>,
     partitions: &BTreeSet<PartitionKey>,
+) -> BTreeMap<PartitionKey, Leadership> {
+    place_preferring(previous, live, restarted, partitions, &BTreeMap::new())
+}
+
+/// [`place`], where a partition whose `preferred` broker is live leads
+/// there (moved under a new epoch if it led elsewhere) and is never moved
+/// away to even out the load; a partition whose preferred broker is not
+/// live is placed as any other.
+pub fn place_preferring(
+    previous: &BTreeMap<PartitionKey, Leadership>,
+    live: &BTreeSet<u32>,
+    restarted: &BTreeSet<u32>,
+    partitions: &BTreeSet<PartitionKey>,
+    preferred: &BTreeMap<PartitionKey, u32>,
 ) -> BTreeMap<PartitionKey, Leadership> {
     let mut next: BTreeMap<PartitionKey, Leadership> = previous
         .iter()
@@ -44,6 +59,24 @@ pub fn place(
         .collect();
     if live.is_empty() {
         return next;
+    }
+    // Pinned: partitions whose preferred broker is live.
+    let pinned = |key: &PartitionKey| preferred.get(key).filter(|b| live.contains(b)).copied();
+    for key in partitions {
+        let Some(want) = pinned(key) else {
+            continue;
+        };
+        let current = next.get(key).copied();
+        if current.is_some_and(|l| l.leader == want) {
+            continue;
+        }
+        next.insert(
+            key.clone(),
+            Leadership {
+                leader: want,
+                leader_epoch: current.map_or(1, |l| l.leader_epoch + 1),
+            },
+        );
     }
     let mut load: BTreeMap<u32, usize> = live.iter().map(|&b| (b, 0)).collect();
     for l in next.values() {
@@ -69,26 +102,35 @@ pub fn place(
             },
         );
     }
-    // Even out: while one broker leads two more than another (a broker
-    // joined), move the most loaded broker's last partition to the least
-    // loaded one. Each move is a new epoch; the old leader is fenced by it.
+    // Even out: while a broker leads two more than another (a broker
+    // joined), move the last partition it may give up (not pinned to it)
+    // to the least loaded broker. Each move is a new epoch; the old leader
+    // is fenced by it.
     loop {
-        let (&max_b, &max_n) = load
-            .iter()
-            .max_by_key(|&(&b, &n)| (n, std::cmp::Reverse(b)))
-            .expect("live is not empty");
         let (&min_b, &min_n) = load
             .iter()
             .min_by_key(|&(&b, &n)| (n, b))
             .expect("live is not empty");
-        if max_n <= min_n + 1 {
-            break;
-        }
-        let Some(key) = next
+        let movable = |b: u32| {
+            next.iter()
+                .rev()
+                .find(|(k, l)| l.leader == b && pinned(k).is_none())
+                .map(|(k, _)| k.clone())
+        };
+        let Some((max_b, key)) = load
             .iter()
-            .rev()
-            .find(|(_, l)| l.leader == max_b)
-            .map(|(k, _)| k.clone())
+            .filter(|&(_, &n)| n > min_n + 1)
+            .max_by_key(|&(&b, &n)| (n, std::cmp::Reverse(b)))
+            .and_then(|(&b, _)| movable(b).map(|k| (b, k)))
+            .or_else(|| {
+                // The most loaded broker has only pinned partitions: the
+                // next most loaded one that can give one up.
+                load.iter()
+                    .filter(|&(_, &n)| n > min_n + 1)
+                    .filter_map(|(&b, &n)| movable(b).map(|k| (n, b, k)))
+                    .max_by_key(|(n, b, _)| (*n, std::cmp::Reverse(*b)))
+                    .map(|(_, b, k)| (b, k))
+            })
         else {
             break;
         };
@@ -170,5 +212,77 @@ mod tests {
         }
         // A deleted topic's partitions leave the assignment.
         assert!(place(&b, &BTreeSet::from([0]), &BTreeSet::new(), &BTreeSet::new()).is_empty());
+    }
+
+    #[test]
+    fn a_live_preferred_broker_leads_its_partition_and_keeps_it() {
+        let live = BTreeSet::from([0, 1, 2]);
+        let a = place(&BTreeMap::new(), &live, &BTreeSet::new(), &keys(6));
+        let key = ("t".to_owned(), 0);
+        let was = a[&key];
+        let want = (was.leader + 1) % 3;
+        let preferred = BTreeMap::from([(key.clone(), want)]);
+        let b = place_preferring(&a, &live, &BTreeSet::new(), &keys(6), &preferred);
+        assert_eq!(b[&key].leader, want);
+        assert_eq!(b[&key].leader_epoch, was.leader_epoch + 1);
+        // Balanced again; a second pass changes nothing.
+        let mut per_broker = BTreeMap::new();
+        for l in b.values() {
+            *per_broker.entry(l.leader).or_insert(0) += 1;
+        }
+        assert!(per_broker.values().max().unwrap() - per_broker.values().min().unwrap() <= 1);
+        assert_eq!(
+            place_preferring(&b, &live, &BTreeSet::new(), &keys(6), &preferred),
+            b
+        );
+        // Every partition pinned to broker 0: evening out leaves them.
+        let all: BTreeMap<PartitionKey, u32> = keys(6).into_iter().map(|k| (k, 0)).collect();
+        let c = place_preferring(&b, &live, &BTreeSet::new(), &keys(6), &all);
+        assert!(c.values().all(|l| l.leader == 0));
+        // Its broker gone, a pinned partition fails over as any other, and
+        // comes back when the broker does, each move a new epoch.
+        let d = place_preferring(
+            &c,
+            &BTreeSet::from([1, 2]),
+            &BTreeSet::new(),
+            &keys(6),
+            &all,
+        );
+        assert!(d.values().all(|l| l.leader != 0));
+        let e = place_preferring(&d, &live, &BTreeSet::new(), &keys(6), &all);
+        for (k, l) in &e {
+            assert_eq!(l.leader, 0);
+            assert_eq!(l.leader_epoch, d[k].leader_epoch + 1);
+        }
+    }
+
+    #[test]
+    fn evening_out_skips_a_broker_whose_partitions_are_all_pinned() {
+        // Broker 0 leads 4 pinned, broker 1 leads 3 unpinned, broker 2 none.
+        let mut prev = BTreeMap::new();
+        for p in 0..4 {
+            prev.insert(
+                ("t".to_owned(), p),
+                Leadership {
+                    leader: 0,
+                    leader_epoch: 1,
+                },
+            );
+        }
+        for p in 4..7 {
+            prev.insert(
+                ("t".to_owned(), p),
+                Leadership {
+                    leader: 1,
+                    leader_epoch: 1,
+                },
+            );
+        }
+        let preferred: BTreeMap<PartitionKey, u32> =
+            (0..4).map(|p| (("t".to_owned(), p), 0)).collect();
+        let live = BTreeSet::from([0, 1, 2]);
+        let next = place_preferring(&prev, &live, &BTreeSet::new(), &keys(7), &preferred);
+        let on = |b| next.values().filter(|l| l.leader == b).count();
+        assert_eq!((on(0), on(1), on(2)), (4, 2, 1));
     }
 }

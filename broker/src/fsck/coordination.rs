@@ -11,6 +11,7 @@ use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, is_nfs_silly_rename, is_temp_name, read_claim};
 
 use super::{Report, Severity};
+use crate::cluster::preferred::PreferredLeaders;
 use crate::groups::store::GroupRecord;
 use crate::layout;
 use crate::log::audit::unclaimed_epochs;
@@ -143,6 +144,7 @@ enum Payload {
     BrokerId,
     Credentials,
     Acls,
+    Preferred,
 }
 
 /// Claims of the cluster, producer id blocks and security versions, the
@@ -153,6 +155,8 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
         let path = cluster.join(&name);
         if name.starts_with("controller-") {
             claim(vfs, &path, Payload::BrokerId, report).await;
+        } else if name.starts_with(&format!("{}-", crate::cluster::preferred::NAME)) {
+            claim(vfs, &path, Payload::Preferred, report).await;
         } else if let Some(epoch) = name
             .strip_prefix("assignment-")
             .and_then(|e| e.parse().ok())
@@ -228,6 +232,9 @@ async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report
         Payload::Acls => serde_json::from_slice::<AclSet>(&body)
             .err()
             .map(|e| format!("ACLs do not parse: {e}")),
+        Payload::Preferred => serde_json::from_slice::<PreferredLeaders>(&body)
+            .err()
+            .map(|e| format!("preferred leaders do not parse: {e}")),
     };
     if let Some(why) = bad {
         report.add(Severity::Error, path, why);

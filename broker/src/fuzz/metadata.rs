@@ -36,6 +36,7 @@ const FILES: &[(&str, Format)] = &[
     ("controller claim", Format::Claim),
     ("topic name claim", Format::Claim),
     ("producer id block", Format::Claim),
+    ("preferred leaders", Format::Claim),
 ];
 
 struct Base {
@@ -80,7 +81,8 @@ fn path_of(which: usize, topic_id: &str) -> PathBuf {
         9 => Path::new(layout::SECURITY_DIR).join("acls-000000000001"),
         10 => election::claim_path(2),
         11 => layout::name_claim("n", 1),
-        _ => layout::producer_block(0),
+        12 => layout::producer_block(0),
+        _ => Path::new(layout::CLUSTER_DIR).join("preferred-leaders-000000000001"),
     }
 }
 
@@ -154,9 +156,14 @@ async fn read(which: usize, vfs: Arc<dyn Vfs>, topic_id: &str) {
         }
         10 => drop(election::holder(v, 2, &me).await),
         11 => drop(names::holder(v, "n").await),
-        _ => drop(
+        12 => drop(
             crate::producer_ids::ProducerIds::new(vfs.clone(), 1, 1000)
                 .allocate()
+                .await,
+        ),
+        _ => drop(
+            crate::cluster::preferred::PreferredReader::default()
+                .refresh(v)
                 .await,
         ),
     }

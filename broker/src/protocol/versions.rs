@@ -54,6 +54,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    // A partition's one replica is its leader: reassigning it names the
+    // broker to lead it (see `api::reassignments`).
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::ElectLeaders, 0, 2),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Security. After SaslHandshake v0 the SASL tokens travel as bare

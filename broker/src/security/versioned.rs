@@ -39,6 +39,28 @@ pub const UNDECIDED_WAIT: Duration = Duration::from_secs(12);
 pub struct Versioned {
     dir: PathBuf,
     name: &'static str,
+    family: Family,
+}
+
+/// Whose fault points a document's changes reach: each kind of document is
+/// a protocol family of its own to the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// The credentials and the ACLs (`security-change.*`).
+    Security,
+    /// The operator's preferred leaders (`preferred-change.*`).
+    Preferred,
+}
+
+/// The step boundaries of a change.
+#[derive(Clone, Copy)]
+enum Step {
+    /// The newest document read and about to be edited.
+    Read,
+    /// The next version's file created, not filled yet.
+    SlotCreated,
+    /// The next version claimed (or lost), not acknowledged yet.
+    Claimed,
 }
 
 /// A version read: its number and its bytes.
@@ -65,6 +87,31 @@ impl Versioned {
         Self {
             dir: dir.into(),
             name,
+            family: Family::Security,
+        }
+    }
+
+    pub fn in_family(self, family: Family) -> Self {
+        Self { family, ..self }
+    }
+
+    async fn reached(&self, vfs: &dyn Vfs, step: Step) {
+        let _ = vfs;
+        match (self.family, step) {
+            (Family::Security, Step::Read) => vfs::fault_point!(vfs, "security-change.read"),
+            (Family::Security, Step::SlotCreated) => {
+                vfs::fault_point!(vfs, "security-change.slot-created")
+            }
+            (Family::Security, Step::Claimed) => {
+                vfs::fault_point!(vfs, "security-change.claimed")
+            }
+            (Family::Preferred, Step::Read) => vfs::fault_point!(vfs, "preferred-change.read"),
+            (Family::Preferred, Step::SlotCreated) => {
+                vfs::fault_point!(vfs, "preferred-change.slot-created")
+            }
+            (Family::Preferred, Step::Claimed) => {
+                vfs::fault_point!(vfs, "preferred-change.claimed")
+            }
         }
     }
 
@@ -146,7 +193,7 @@ impl Versioned {
     ) -> io::Result<Claim> {
         let slot = self.path(n);
         if let Some(file) = create_slot(vfs, &slot).await? {
-            vfs::fault_point!(vfs, "security-change.slot-created");
+            self.reached(vfs, Step::SlotCreated).await;
             fill_slot(file, token, payload).await?;
         }
         read_claim(vfs, &slot, token).await
@@ -188,12 +235,12 @@ impl Versioned {
                     "version still incomplete after {UNDECIDED_WAIT:?}: writing over it"
                 );
             }
-            vfs::fault_point!(vfs, "security-change.read");
+            self.reached(vfs, Step::Read).await;
             edit(&mut doc).map_err(ChangeError::Refused)?;
             let json = serde_json::to_vec(&doc).map_err(io::Error::other)?;
             let started = Instant::now();
             let claimed = self.claim(vfs, top + 1, &token, &json).await?;
-            vfs::fault_point!(vfs, "security-change.claimed");
+            self.reached(vfs, Step::Claimed).await;
             match claimed {
                 Claim::Won if started.elapsed() < WRITE_DEADLINE => return Ok((top + 1, doc)),
                 Claim::Won => {

@@ -15,10 +15,11 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse,
-    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
-    DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
-    DescribeUserScramCredentialsResponse, EndTxnResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, RequestKind, ResponseKind, TxnOffsetCommitResponse,
+    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
+    DeleteAclsResponse, DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
+    DescribeUserScramCredentialsResponse, ElectLeadersResponse, EndTxnResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, ListPartitionReassignmentsResponse,
+    RequestKind, ResponseKind, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -354,6 +355,48 @@ impl Api {
             R::DescribeLogDirs(_) if !self.may_cluster(s, Operation::Describe) => {
                 Authz::Refuse(ResponseKind::DescribeLogDirs(
                     DescribeLogDirsResponse::default().with_error_code(cluster),
+                ))
+            }
+            // Kafka asks for ALTER on the cluster to move partitions or
+            // elect leaders, DESCRIBE to list the moves.
+            R::AlterPartitionReassignments(_) if !self.may_cluster(s, Operation::Alter) => {
+                Authz::Refuse(ResponseKind::AlterPartitionReassignments(
+                    AlterPartitionReassignmentsResponse::default().with_error_code(cluster),
+                ))
+            }
+            R::ListPartitionReassignments(_) if !self.may_cluster(s, Operation::Describe) => {
+                Authz::Refuse(ResponseKind::ListPartitionReassignments(
+                    ListPartitionReassignmentsResponse::default().with_error_code(cluster),
+                ))
+            }
+            R::ElectLeaders(r) if !self.may_cluster(s, Operation::Alter) => {
+                use kafka_protocol::messages::elect_leaders_response::{
+                    PartitionResult, ReplicaElectionResult,
+                };
+                // v0 has no top-level error: every partition named gets it.
+                let results = r
+                    .topic_partitions
+                    .iter()
+                    .flatten()
+                    .map(|t| {
+                        ReplicaElectionResult::default()
+                            .with_topic(t.topic.clone())
+                            .with_partition_result(
+                                t.partitions
+                                    .iter()
+                                    .map(|&p| {
+                                        PartitionResult::default()
+                                            .with_partition_id(p)
+                                            .with_error_code(cluster)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                Authz::Refuse(ResponseKind::ElectLeaders(
+                    ElectLeadersResponse::default()
+                        .with_error_code(cluster)
+                        .with_replica_election_results(results),
                 ))
             }
             R::DescribeAcls(_) if !self.may_cluster(s, Operation::Describe) => {
