@@ -96,6 +96,18 @@ pub(crate) async fn load_listed(
 }
 
 impl Slot {
+    /// The answer to a request its state refuses, once a fresh look says
+    /// this coordinator still coordinates; else the look's error. A
+    /// deposed coordinator's state may be stale or made up (a newer epoch
+    /// removed the files it would have loaded), and a client takes
+    /// PRODUCER_FENCED as fatal: it must come from the current state.
+    pub(crate) async fn refuse(&self, code: i16) -> i16 {
+        match self.confirm().await {
+            Ok(()) => code,
+            Err(e) => e,
+        }
+    }
+
     /// The id's entry, loaded from the volume if this slot has not seen it.
     pub(crate) async fn txn_entry<'a>(
         &self,
@@ -222,10 +234,10 @@ impl Coordinators {
                 } else if epoch >= 0 && epoch == record.last_producer_epoch {
                     true
                 } else {
-                    return Err(code(ResponseError::ProducerFenced));
+                    return Err(slot.refuse(code(ResponseError::ProducerFenced)).await);
                 }
             }
-            Some(_) => return Err(code(ResponseError::ProducerFenced)),
+            Some(_) => return Err(slot.refuse(code(ResponseError::ProducerFenced)).await),
         };
         match record.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
@@ -234,7 +246,7 @@ impl Coordinators {
             // The bumped epoch opened a transaction: whoever names the
             // epoch before it is not the producer that holds it.
             TxnState::Ongoing if claims_last => {
-                return Err(code(ResponseError::ProducerFenced));
+                return Err(slot.refuse(code(ResponseError::ProducerFenced)).await);
             }
             TxnState::Ongoing => {
                 record.abort_and_fence(now_ms, expected.is_some());
@@ -301,11 +313,20 @@ impl Coordinators {
         let mut txns = slot.txns.lock().await;
         let now_ms = self.config.clock.now_ms();
         let mut record = match slot.txn_entry(&mut txns, id).await? {
-            None => return Err(code(ResponseError::InvalidProducerIdMapping)),
+            None => {
+                return Err(slot
+                    .refuse(code(ResponseError::InvalidProducerIdMapping))
+                    .await);
+            }
             Some(e) => e.record.clone(),
         };
-        check(&record, producer_id, epoch)?;
-        let changed = change(&mut record, now_ms)?;
+        if let Err(c) = check(&record, producer_id, epoch) {
+            return Err(slot.refuse(c).await);
+        }
+        let changed = match change(&mut record, now_ms) {
+            Ok(changed) => changed,
+            Err(c) => return Err(slot.refuse(c).await),
+        };
         if changed {
             let persisted = slot.persist_txn(&mut txns, record).await;
             // An open transaction has a timeout to watch, a prepared one
