@@ -60,6 +60,8 @@ pub struct Options {
     /// Whether brokers enforce ACLs and the ACL admin and its probe run
     /// (`guard`).
     pub security: bool,
+    /// Whether the admins moving partitions to named brokers run (`movers`).
+    pub movers: bool,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -100,6 +102,7 @@ impl Options {
             next_members: true,
             transactions: true,
             security: true,
+            movers: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -440,6 +443,26 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         }
     }
 
+    if opts.movers {
+        let node = handle
+            .create_node()
+            .name("mover-0")
+            .ip(IpAddr::V4(crate::movers::ADMIN_IP))
+            .build();
+        let session = Session::new("mover-0", opts.brokers, start, history.clone());
+        tasks.push(node.spawn(async move {
+            let mut session = session;
+            while !session
+                .create_topic(workload::TOPIC, workload::PARTITIONS)
+                .await
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            crate::movers::admin(session, faults_end).await;
+        }));
+        clients.push(node);
+    }
+
     let mut faults = schedule(
         &mut madsim::rand::thread_rng(),
         &opts.faults,
@@ -576,6 +599,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
+    if opts.movers {
+        let volume = nfs.host(OBSERVER_HOST);
+        let found = reader
+            .spawn(async move { crate::movers::final_state(&volume, start, deadline).await })
+            .await
+            .ok()
+            .flatten();
+        history.record(start.elapsed(), Event::ReassignFinal { found });
+    }
     if opts.security {
         let volume = nfs.host(OBSERVER_HOST);
         let versions = reader

@@ -22,6 +22,7 @@
 //! | `guard` | an admin flipping an ACL on and off while a probe writes the topic it guards |
 //! | `logins` | an admin switching a user's password while a probe logs in with one of them |
 //! | `markers` | admins adding ACLs and users that must all be in the final documents |
+//! | `movers` | admins moving the workload topic's partitions to named brokers (AlterPartitionReassignments, ElectLeaders) |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
@@ -61,6 +62,8 @@ pub(crate) mod manifests;
 pub(crate) mod markers;
 #[cfg(madsim)]
 pub mod members;
+#[cfg(madsim)]
+pub(crate) mod movers;
 #[cfg(madsim)]
 pub(crate) mod next_members;
 #[cfg(madsim)]

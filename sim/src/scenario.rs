@@ -168,6 +168,7 @@ impl Scenario {
         opts.next_members = false;
         opts.transactions = false;
         opts.security = false;
+        opts.movers = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

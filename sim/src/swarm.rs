@@ -99,6 +99,9 @@ pub const POINTS: &[&str] = &[
     "group-save.saved",
     "group-save.superseding",
     "group-save.written",
+    "preferred-change.claimed",
+    "preferred-change.read",
+    "preferred-change.slot-created",
     "producer-ids.block-chosen",
     "remove.children-removed",
     "replace.renamed",
@@ -215,6 +218,18 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "security-change.read",
             "security-change.slot-created",
             "security-change.claimed",
+        ],
+    ),
+    (
+        "reassignments",
+        &[
+            "preferred-change.read",
+            "preferred-change.slot-created",
+            "preferred-change.claimed",
+            "assignment.still-newest",
+            "takeover.decided",
+            "takeover.epoch-claimed",
+            "takeover.fenced",
         ],
     ),
     (

@@ -327,6 +327,20 @@ pub enum Event {
         doc: &'static str,
         found: Option<(u64, Vec<u64>)>,
     },
+    /// A mover (`movers`) asked for `partition` to be led by `broker`
+    /// (`None`: cancelled its preferred broker).
+    Reassign {
+        partition: i32,
+        broker: Option<u32>,
+        sent: Duration,
+        outcome: crate::movers::MoveOutcome,
+    },
+    /// After the run: the workload topic's preferred brokers on the volume,
+    /// and the partitions a live preferred broker did not lead by the
+    /// liveness deadline (`None`: unreadable).
+    ReassignFinal {
+        found: Option<crate::movers::FinalState>,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -555,6 +569,16 @@ pub fn describe(e: &Event) -> String {
             "login-probe broker={broker} sent {:.3}s accepted={accepted} version={version:?}",
             sent.as_secs_f64()
         ),
+        Event::Reassign {
+            partition,
+            broker,
+            sent,
+            outcome,
+        } => format!(
+            "reassign {TOPIC}/{partition} to {broker:?} sent {:.3}s {outcome:?}",
+            sent.as_secs_f64()
+        ),
+        Event::ReassignFinal { found } => format!("reassign-final {found:?}"),
         Event::SecurityMarker {
             doc,
             marker,

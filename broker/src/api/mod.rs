@@ -406,7 +406,10 @@ impl Handler for Api {
         let (request, merge) = if self.security.enforcing() {
             match self.authorize(session, request).await {
                 authz::Authz::Proceed(request, merge) => (request, merge),
-                authz::Authz::Refuse(response) => return Ok(Answer::Now(Some(response))),
+                authz::Authz::Refuse(mut response) => {
+                    authz::fit_to_version(&mut response, header.request_api_version);
+                    return Ok(Answer::Now(Some(response)));
+                }
             }
         } else {
             (request, None)

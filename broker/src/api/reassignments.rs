@@ -298,7 +298,13 @@ impl Api {
     ) -> ElectLeadersResponse {
         let doc = match self.read_preferred().await {
             Ok(d) => d,
-            Err((error, _)) => return ElectLeadersResponse::default().with_error_code(error),
+            Err((error, why)) => {
+                let mut refused = refused(&r, error, Some(why));
+                if v < 1 {
+                    refused.error_code = 0;
+                }
+                return refused;
+            }
         };
         let unclean = v >= 1 && r.election_type == 1;
         let all = r.topic_partitions.is_none();
@@ -357,7 +363,8 @@ impl Api {
                             Some(verdict) => break verdict,
                             None => waited = true,
                         }
-                        let changed = tokio::time::timeout_at(deadline, watch.changed()).await;
+                        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                        let changed = tokio::time::timeout(left, watch.changed()).await;
                         if !matches!(changed, Ok(Ok(()))) {
                             break (
                                 code(ResponseError::RequestTimedOut),
@@ -388,6 +395,38 @@ impl Api {
                 .collect(),
         )
     }
+}
+
+/// ElectLeaders refused as a whole: the error at the top level and, since
+/// v0 has no top-level error, on every partition named too.
+pub(super) fn refused(
+    r: &ElectLeadersRequest,
+    error: i16,
+    message: Option<String>,
+) -> ElectLeadersResponse {
+    let results = r
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    PartitionResult::default()
+                        .with_partition_id(p)
+                        .with_error_code(error)
+                        .with_error_message(message.clone().map(StrBytes::from_string))
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(partitions)
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(error)
+        .with_replica_election_results(results)
 }
 
 /// An election's answer as the assignment `a` stands, or `None` while the

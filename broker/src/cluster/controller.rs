@@ -55,8 +55,10 @@ pub struct ControllerAgent {
     /// Every partition, as last listed, and when: the controller lists the
     /// topics at most once per [`LIST_TOPICS_EVERY`], not at every tick.
     partitions: Option<(Instant, BTreeSet<PartitionKey>)>,
-    /// The operator's preferred leaders, as last read.
+    /// The operator's preferred leaders, as last read, and when: read as
+    /// often as the topics are listed.
     preferred: PreferredReader,
+    preferred_read: Option<Instant>,
 }
 
 /// How stale the controller's list of topics may get: a new topic gets its
@@ -77,6 +79,7 @@ impl ControllerAgent {
             leaving: false,
             partitions: None,
             preferred: PreferredReader::default(),
+            preferred_read: None,
         }
     }
 
@@ -85,10 +88,12 @@ impl ControllerAgent {
         self.reader.latest()
     }
 
-    /// The next tick, as controller, lists the topics afresh: this broker
-    /// just created some.
+    /// The next tick, as controller, lists the topics and reads the
+    /// preferred leaders afresh: this broker just created topics or moved
+    /// partitions.
     pub fn relist_topics(&mut self) {
         self.partitions = None;
+        self.preferred_read = None;
     }
 
     pub async fn tick(&mut self) -> io::Result<Role> {
@@ -221,8 +226,16 @@ impl ControllerAgent {
             return Ok(Role::Controller { epoch });
         }
         let partitions = self.known_partitions(now, previous.as_ref()).await?;
-        if let Err(e) = self.preferred.refresh(v.as_ref()).await {
-            tracing::warn!(error = %e, "preferred leaders unreadable; keeping the ones read before");
+        if self
+            .preferred_read
+            .is_none_or(|at| now.duration_since(at) >= LIST_TOPICS_EVERY)
+        {
+            match self.preferred.refresh(v.as_ref()).await {
+                Ok(_) => self.preferred_read = Some(now),
+                Err(e) => {
+                    tracing::warn!(error = %e, "preferred leaders unreadable; keeping the ones read before")
+                }
+            }
         }
         let brokers = self.entries(&live);
         let placed = self.place(previous.as_ref(), &live, &brokers, &partitions);

@@ -62,6 +62,8 @@ invariants! {
     AclRegression = "acl-regression": "A broker that refused a write under ACL version v never accepts one later unless a version after v that allows it was begun before: no broker goes back to an older ACL set.",
     CredentialRegression = "credential-regression": "A broker that refused a password under credentials version v never accepts it later unless a version after v that accepts it was begun before: no broker goes back to older credentials.",
     SecurityChangeLost = "security-change-lost": "Every acknowledged ACL or credential change is in the newest complete version of its document: no acknowledged change is written over.",
+    ReassignmentLost = "reassignment-lost": "The preferred broker of a partition on the volume after the run is the one its last acknowledged reassignment named, or one a request that may still have landed named: no acknowledged reassignment is written over.",
+    ReassignmentUnhonoured = "reassignment-unhonoured": "Once faults heal, every partition whose preferred broker is live is led by it.",
     AclUnapplied = "acl-unapplied": "Once faults heal, every broker applies every acknowledged ACL change (answers DescribeAcls with it) within 15 s.",
     FsckClean = "fsck-clean": "Once the cluster converged, `kaas fsck` finds no damage on the volume: no lost or short segment, no epoch without its claim, no unreadable manifest or topic meta.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",

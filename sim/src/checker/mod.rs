@@ -17,6 +17,7 @@ mod epochs;
 mod groups;
 mod invariant;
 mod reads;
+mod reassignments;
 mod topics;
 mod trim;
 mod txns;
@@ -43,6 +44,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     trim::check(events, &mut out);
     txns::check(events, &mut out);
     acls::check(events, &mut out);
+    reassignments::check(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -360,6 +362,11 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::LoginProbe { accepted: true, .. } => &[I::CredentialRegression],
             Event::SecurityMarker { acked: true, .. } => &[I::SecurityChangeLost],
             Event::AclsApplied { .. } => &[I::AclUnapplied],
+            Event::Reassign {
+                outcome: crate::movers::MoveOutcome::Acked,
+                ..
+            } => &[I::ReassignmentLost],
+            Event::ReassignFinal { found: Some(_) } => &[I::ReassignmentUnhonoured],
             _ => &[],
         };
         for k in keys {

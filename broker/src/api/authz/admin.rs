@@ -17,9 +17,9 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, AlterConfigsResponse,
     AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
     DeleteAclsResponse, DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
-    DescribeUserScramCredentialsResponse, ElectLeadersResponse, EndTxnResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, ListPartitionReassignmentsResponse,
-    RequestKind, ResponseKind, TxnOffsetCommitResponse,
+    DescribeUserScramCredentialsResponse, EndTxnResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, ListPartitionReassignmentsResponse, RequestKind, ResponseKind,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -369,36 +369,9 @@ impl Api {
                     ListPartitionReassignmentsResponse::default().with_error_code(cluster),
                 ))
             }
-            R::ElectLeaders(r) if !self.may_cluster(s, Operation::Alter) => {
-                use kafka_protocol::messages::elect_leaders_response::{
-                    PartitionResult, ReplicaElectionResult,
-                };
-                // v0 has no top-level error: every partition named gets it.
-                let results = r
-                    .topic_partitions
-                    .iter()
-                    .flatten()
-                    .map(|t| {
-                        ReplicaElectionResult::default()
-                            .with_topic(t.topic.clone())
-                            .with_partition_result(
-                                t.partitions
-                                    .iter()
-                                    .map(|&p| {
-                                        PartitionResult::default()
-                                            .with_partition_id(p)
-                                            .with_error_code(cluster)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
-                Authz::Refuse(ResponseKind::ElectLeaders(
-                    ElectLeadersResponse::default()
-                        .with_error_code(cluster)
-                        .with_replica_election_results(results),
-                ))
-            }
+            R::ElectLeaders(r) if !self.may_cluster(s, Operation::Alter) => Authz::Refuse(
+                ResponseKind::ElectLeaders(crate::api::reassignments::refused(&r, cluster, None)),
+            ),
             R::DescribeAcls(_) if !self.may_cluster(s, Operation::Describe) => {
                 Authz::Refuse(ResponseKind::DescribeAcls(
                     DescribeAclsResponse::default().with_error_code(cluster),
