@@ -15,6 +15,9 @@ ARG RUNTIME_IMAGE=docker.io/library/debian:bookworm-slim
 FROM ${BUILDER_IMAGE} AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# kafka-protocol with the decoder fix the fuzzer called for
+# (third_party/kafka-protocol/KAAS-PATCH.md), patched in by Cargo.toml.
+COPY third_party third_party
 COPY vfs vfs
 COPY broker broker
 COPY sim sim
