@@ -340,7 +340,25 @@ impl ConsumerGroup {
             }
         }
         // A member that joins again (epoch 0) after a fence has let go of
-        // everything it held.
+        // everything it held. A join with the id of a member that is in
+        // the group, unfenced and holding partitions is older than that
+        // member's heartbeats (a request a paused or cut-off broker took
+        // up late) or comes from a client that dropped its partitions on
+        // its own: taking it would hand its partitions to others while its
+        // client may still use them. It waits for the session to end.
+        let fenced = self.timers.get(&b.member_id).is_some_and(|t| t.fenced);
+        if let Some(old) = self.state.members.get(&b.member_id) {
+            if !fenced && old.epoch > 0 && !(old.assigned.is_empty() && old.revoking.is_empty()) {
+                return Err(refuse(
+                    ResponseError::FencedMemberEpoch,
+                    format!(
+                        "member {} is in the group at epoch {} holding partitions: a join \
+                         with its id is taken only once it is fenced or its session ended",
+                        b.member_id, old.epoch
+                    ),
+                ));
+            }
+        }
         if let Some(old) = self.state.members.remove(&b.member_id) {
             member = MemberState {
                 epoch: 0,
@@ -719,6 +737,28 @@ mod tests {
         assert_eq!(b3.assignment.unwrap().len(), 2);
         exclusive(&g);
         assert_eq!(g.state_name(), "Stable");
+    }
+
+    #[tokio::test]
+    async fn a_late_join_does_not_take_a_live_members_partitions() {
+        let now = Instant::now();
+        let t = topics(&[("t", 2)]);
+        let mut g = ConsumerGroup::default();
+        let a = g.heartbeat(join("a", &["t"]), &t, now).unwrap();
+        let owned = a.assignment.unwrap();
+        assert_eq!(owned.len(), 2);
+        g.heartbeat(beat("a", a.epoch, &owned), &t, now).unwrap();
+        // The join a sent first, taken up only now (its broker was paused).
+        let err = g.heartbeat(join("a", &["t"]), &t, now).unwrap_err().0;
+        assert_eq!(err, ResponseError::FencedMemberEpoch.code());
+        let b = g.heartbeat(join("b", &["t"]), &t, now).unwrap();
+        assert_eq!(b.assignment.unwrap().len(), 0, "a still holds both");
+        exclusive(&g);
+        // Once its session ended, a may join again.
+        let later = now + Duration::from_secs(3600);
+        g.tick(later, S, &t);
+        assert!(g.heartbeat(join("a", &["t"]), &t, later).is_ok());
+        exclusive(&g);
     }
 
     #[tokio::test]

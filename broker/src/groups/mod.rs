@@ -119,16 +119,16 @@ impl Slot {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        fence::claim_epoch(vfs.as_ref(), &dir, epoch, token).await?;
-        // Every epoch below gets a claim. Walking down only to the first
-        // claimed one is not enough: a takeover that failed after its own
-        // claim and before its fences (found by `kaas fsck` in the
-        // simulator) leaves epochs under it unclaimed, and a coordinator
-        // of one of them, waking up late, could claim it and pass its
-        // fence check. Claims are never removed, so what the listing shows
-        // exists; what a stale listing misses is claimed again, harmlessly.
-        let listing = vfs.read_dir(&dir).await?;
-        let claimed: std::collections::BTreeSet<u32> = listing
+        // Every epoch below gets a claim, before this epoch's own: walking
+        // down only to the first claimed one is not enough (a coordinator
+        // of an unclaimed epoch, waking up late, could claim it and pass
+        // its fence check), and fencing after the own claim leaves such
+        // epochs unclaimed under a decided claim when the takeover fails
+        // in between (both found by `kaas fsck` in the simulator). Claims
+        // are never removed, so what the listing shows exists; what a
+        // stale listing misses is claimed again, harmlessly.
+        let before = vfs.read_dir(&dir).await?;
+        let claimed: std::collections::BTreeSet<u32> = before
             .iter()
             .filter_map(|e| e.name.strip_prefix("epoch-")?.parse().ok())
             .collect();
@@ -136,6 +136,10 @@ impl Slot {
             fence::fence_epoch(vfs.as_ref(), &dir, e, token).await?;
             vfs::fault_point!(vfs, "group-load.older-epoch-fenced");
         }
+        fence::claim_epoch(vfs.as_ref(), &dir, epoch, token).await?;
+        // Listed again after the claim: a file an older coordinator wrote
+        // and had acknowledged before it is in this listing.
+        let listing = vfs.read_dir(&dir).await?;
         let now = Instant::now();
         let mut newest: BTreeMap<String, u32> = BTreeMap::new();
         for entry in &listing {
