@@ -397,36 +397,13 @@ impl Api {
     }
 }
 
-/// ElectLeaders refused as a whole: the error at the top level and, since
-/// v0 has no top-level error, on every partition named too.
+/// ElectLeaders refused as a whole (see `elect_leaders_refused`).
 pub(super) fn refused(
     r: &ElectLeadersRequest,
     error: i16,
     message: Option<String>,
 ) -> ElectLeadersResponse {
-    let results = r
-        .topic_partitions
-        .iter()
-        .flatten()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|&p| {
-                    PartitionResult::default()
-                        .with_partition_id(p)
-                        .with_error_code(error)
-                        .with_error_message(message.clone().map(StrBytes::from_string))
-                })
-                .collect();
-            ReplicaElectionResult::default()
-                .with_topic(t.topic.clone())
-                .with_partition_result(partitions)
-        })
-        .collect();
-    ElectLeadersResponse::default()
-        .with_error_code(error)
-        .with_replica_election_results(results)
+    crate::protocol::unsupported::elect_leaders_refused(r, error, message)
 }
 
 /// An election's answer as the assignment `a` stands, or `None` while the

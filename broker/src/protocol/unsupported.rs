@@ -13,6 +13,8 @@ use kafka_protocol::messages::{self as m, ApiKey, RequestKind as Q, ResponseKind
 
 mod mirror;
 
+pub(crate) use mirror::elect_leaders_refused;
+
 pub const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
 const E: i16 = UNSUPPORTED_VERSION;
 

@@ -527,6 +527,22 @@ pub(super) fn elect_leaders(
     r: &m::ElectLeadersRequest,
     version: i16,
 ) -> Option<m::ElectLeadersResponse> {
+    let mut response = elect_leaders_refused(r, E, None);
+    response.error_code = 0;
+    if version >= 1 {
+        return Some(response.with_error_code(E));
+    }
+    // v0 keeps errors per partition only, and null asks for all of them.
+    r.topic_partitions.is_some().then_some(response)
+}
+
+/// ElectLeaders refused as a whole: the error at the top level and, since
+/// v0 has no top-level error, on every partition named too.
+pub(crate) fn elect_leaders_refused(
+    r: &m::ElectLeadersRequest,
+    error: i16,
+    message: Option<String>,
+) -> m::ElectLeadersResponse {
     use m::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
     let results = r
         .topic_partitions
@@ -539,7 +555,12 @@ pub(super) fn elect_leaders(
                 .map(|&p| {
                     PartitionResult::default()
                         .with_partition_id(p)
-                        .with_error_code(E)
+                        .with_error_code(error)
+                        .with_error_message(
+                            message
+                                .clone()
+                                .map(kafka_protocol::protocol::StrBytes::from_string),
+                        )
                 })
                 .collect();
             ReplicaElectionResult::default()
@@ -547,12 +568,9 @@ pub(super) fn elect_leaders(
                 .with_partition_result(partitions)
         })
         .collect();
-    let response = m::ElectLeadersResponse::default().with_replica_election_results(results);
-    if version >= 1 {
-        return Some(response.with_error_code(E));
-    }
-    // v0 keeps errors per partition only, and null asks for all of them.
-    r.topic_partitions.is_some().then_some(response)
+    m::ElectLeadersResponse::default()
+        .with_error_code(error)
+        .with_replica_election_results(results)
 }
 
 pub(super) fn alter_client_quotas(r: &m::AlterClientQuotasRequest) -> m::AlterClientQuotasResponse {
