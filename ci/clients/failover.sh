@@ -79,6 +79,9 @@ wait_for '[ "$(leaders | awk "\$2 >= 0" | wc -l)" = 3 ]'
 
 seq 1 3000 | sed 's/^/m/' >"$work/first"
 timeout 120 kcat -b "$bootstrap" -t orders -P -X acks=all -l "$work/first"
+# Every broker follows the newest assignment within a tick: wait for them to
+# agree rather than ask once (a broker a tick behind names no leader yet).
+wait_for '[ -n "$(agreed_leader 0 0 1 2)" ]'
 victim=$(agreed_leader 0 0 1 2)
 [ -n "$victim" ] || { echo "the brokers disagree on the leader of partition 0" >&2; exit 1; }
 echo "killing broker $victim (leader of partition 0)"
