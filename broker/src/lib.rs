@@ -22,6 +22,7 @@
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
 //! | [`api`] | the answers to Kafka requests, one file per API family |
 //! | [`security`] | listeners, TLS, SASL, SCRAM credentials and ACLs on the volume |
+//! | [`quota`] | client quotas: produce and fetch byte rates per user and client id, and throttling |
 //! | `fuzz` | entry points of the fuzz targets in `fuzz/` (feature `fuzzing`, and the tests) |
 //! | [`health`] | `/livez` and `/readyz` for Kubernetes probes |
 //! | [`clock`] | the wall clock, for record timestamps only |
@@ -48,6 +49,7 @@ pub mod node;
 pub mod peer;
 pub mod producer_ids;
 pub mod protocol;
+pub mod quota;
 pub mod security;
 pub(crate) mod slot_files;
 pub mod startup;

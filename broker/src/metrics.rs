@@ -44,6 +44,7 @@ struct Inner {
     volume_errors: IntCounterVec,
     nfs_files: IntCounter,
     deletion_backlog: IntGauge,
+    throttle_seconds: HistogramVec,
 }
 
 impl Default for Metrics {
@@ -168,11 +169,22 @@ impl Metrics {
                 "deletion_backlog_topics",
                 "Deleted topics whose files are not removed yet",
             ),
+            throttle_seconds: histogram(
+                &r,
+                "quota_throttle_seconds",
+                "Throttles imposed by client quotas (producer_byte_rate, consumer_byte_rate): \
+                 the time a client's connection is muted, by quota",
+                &["quota"],
+                SECONDS,
+            ),
             registry: r,
         };
         // Zero until they happen, rather than absent: a dashboard or an
         // alert on them sees 0, not "no data".
         inner.fenced.with_label_values(&["Produce"]);
+        for quota in ["producer_byte_rate", "consumer_byte_rate"] {
+            inner.throttle_seconds.with_label_values(&[quota]);
+        }
         for what in ["partition", "coordinator_slot"] {
             for outcome in ["ok", "failed"] {
                 inner.takeovers.with_label_values(&[what, outcome]);
@@ -248,6 +260,14 @@ impl Metrics {
                 .with_label_values(&[what])
                 .observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// A client throttled by its quota (`quota`: Kafka's key).
+    pub fn throttled(&self, quota: &str, throttle: Duration) {
+        self.0
+            .throttle_seconds
+            .with_label_values(&[quota])
+            .observe(throttle.as_secs_f64());
     }
 
     pub fn deletion_backlog(&self, topics: usize) {

@@ -453,6 +453,16 @@ impl Node {
         if let Some((listeners, api)) = self.not_serving.take() {
             tracing::info!(listeners = listeners.len(), "serving clients");
             self.transactions = Some(tokio::spawn(api.clone().drive_transactions()));
+            // In force before the first request, so that a restarted broker
+            // does not serve a throttled client freely until its refresher
+            // runs; if the volume fails now, the refresher keeps trying.
+            if let Err(e) = api.quotas().refresh().await {
+                tracing::warn!(error = %e, "cannot read the client quotas yet");
+            }
+            // Aborted with the servers at stop.
+            let every = self.security.config.refresh;
+            self.servers
+                .push(tokio::spawn(api.quotas().run_refresher(every)));
             let protocol = self.config.protocol();
             for (info, socket) in listeners {
                 self.servers

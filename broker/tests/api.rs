@@ -12,6 +12,10 @@ use broker::log::{LogConfig, batch};
 use broker::protocol::Handler;
 use broker::security::Session;
 use bytes::Bytes;
+use kafka_protocol::messages::alter_client_quotas_request::{
+    EntityData as AlterEntity, EntryData as AlterEntry, OpData,
+};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -22,8 +26,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, RequestKind, ResponseKind, TopicName,
+    AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, FetchRequest,
+    ListOffsetsRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
@@ -450,4 +455,292 @@ async fn produce_does_not_write_a_deleted_topic_through_its_remembered_name() {
     b.publish.send_replace(Some(a));
     assert_eq!(b.try_produce(batch()).await, 0);
     assert_eq!(b.leaders.get(&again.id, 0).unwrap().high_watermark(), 1);
+}
+
+impl Broker {
+    /// A request as client `client` sends it on `session`.
+    async fn call_as(
+        &self,
+        session: &mut Session,
+        client: &str,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> ResponseKind {
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_client_id(Some(StrBytes::from_string(client.to_owned())));
+        self.api
+            .handle(session, &header, request)
+            .await
+            .unwrap()
+            .expect("a response")
+    }
+
+    async fn alter_quotas(&self, entries: Vec<AlterEntry>) -> Vec<(i16, Option<String>)> {
+        let request = AlterClientQuotasRequest::default().with_entries(entries);
+        let ResponseKind::AlterClientQuotas(r) = self
+            .call(
+                ApiKey::AlterClientQuotas,
+                1,
+                RequestKind::AlterClientQuotas(request),
+            )
+            .await
+        else {
+            panic!("not an alter client quotas response");
+        };
+        r.entries
+            .into_iter()
+            .map(|e| (e.error_code, e.error_message.map(|m| m.to_string())))
+            .collect()
+    }
+
+    /// (entity as (type, name), values as (key, value)) of every entry the
+    /// filter matches.
+    async fn describe_quotas(&self, components: Vec<ComponentData>, strict: bool) -> QuotaEntries {
+        let request = DescribeClientQuotasRequest::default()
+            .with_components(components)
+            .with_strict(strict);
+        let ResponseKind::DescribeClientQuotas(r) = self
+            .call(
+                ApiKey::DescribeClientQuotas,
+                1,
+                RequestKind::DescribeClientQuotas(request),
+            )
+            .await
+        else {
+            panic!("not a describe client quotas response");
+        };
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        r.entries
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                (
+                    e.entity
+                        .into_iter()
+                        .map(|x| {
+                            (
+                                x.entity_type.to_string(),
+                                x.entity_name.map(|n| n.to_string()),
+                            )
+                        })
+                        .collect(),
+                    e.values
+                        .into_iter()
+                        .map(|v| (v.key.to_string(), v.value))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+type QuotaEntries = Vec<(Vec<(String, Option<String>)>, Vec<(String, f64)>)>;
+
+fn quota_entry(entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) -> AlterEntry {
+    AlterEntry::default()
+        .with_entity(
+            entity
+                .iter()
+                .map(|(t, n)| {
+                    AlterEntity::default()
+                        .with_entity_type(StrBytes::from_string((*t).into()))
+                        .with_entity_name(n.map(|n| StrBytes::from_string(n.into())))
+                })
+                .collect(),
+        )
+        .with_ops(
+            ops.iter()
+                .map(|(k, v)| {
+                    OpData::default()
+                        .with_key(StrBytes::from_string((*k).into()))
+                        .with_value(v.unwrap_or(0.0))
+                        .with_remove(v.is_none())
+                })
+                .collect(),
+        )
+}
+
+fn component(entity_type: &str, match_type: i8, name: Option<&str>) -> ComponentData {
+    ComponentData::default()
+        .with_entity_type(StrBytes::from_string(entity_type.into()))
+        .with_match_type(match_type)
+        .with_match(name.map(|n| StrBytes::from_string(n.into())))
+}
+
+fn produce_of(records: Bytes) -> RequestKind {
+    RequestKind::Produce(
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(orders())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(records)),
+                    ]),
+            ]),
+    )
+}
+
+fn fetch_all() -> RequestKind {
+    RequestKind::Fetch(
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(orders())
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 20),
+                    ]),
+            ]),
+    )
+}
+
+/// Quotas set by AlterClientQuotas are described back, refuse what kaas
+/// does not enforce, and throttle produce and fetch of the client they
+/// name (throttle_time_ms, and the connection muted), no one else.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn client_quotas_are_kept_and_throttle_their_clients() {
+    let b = Broker::start(1).await;
+    let outcomes = b
+        .alter_quotas(vec![
+            quota_entry(
+                &[("client-id", Some("app"))],
+                &[
+                    ("producer_byte_rate", Some(1000.0)),
+                    ("consumer_byte_rate", Some(500.0)),
+                ],
+            ),
+            quota_entry(&[("user", None)], &[("request_percentage", Some(50.0))]),
+            quota_entry(
+                &[("ip", Some("10.0.0.1"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
+            quota_entry(
+                &[("client-id", Some("x"))],
+                &[("producer_byte_rate", Some(0.5))],
+            ),
+        ])
+        .await;
+    assert_eq!(outcomes[0], (0, None));
+    for (error, why) in &outcomes[1..] {
+        assert_eq!(*error, 42, "INVALID_REQUEST: {why:?}");
+    }
+    assert!(
+        outcomes[1]
+            .1
+            .as_ref()
+            .unwrap()
+            .contains("request_percentage")
+    );
+    let app = vec![("client-id".to_owned(), Some("app".to_owned()))];
+    let described = b
+        .describe_quotas(vec![component("client-id", 0, Some("app"))], false)
+        .await;
+    assert_eq!(
+        described,
+        vec![(
+            app.clone(),
+            vec![
+                ("producer_byte_rate".to_owned(), 1000.0),
+                ("consumer_byte_rate".to_owned(), 500.0)
+            ]
+        )]
+    );
+    assert_eq!(b.describe_quotas(vec![], false).await.len(), 1);
+    assert!(
+        b.describe_quotas(vec![component("user", 2, None)], false)
+            .await
+            .is_empty()
+    );
+
+    // 1,000 B/s with a second's burst: a 1,500-byte produce owes 0.5 s.
+    let mut session = Session::plaintext("127.0.0.1");
+    let big = batch::build((-1, -1, -1), 1_000, &[vec![b'x'; 1_400].as_slice()]);
+    let ResponseKind::Produce(r) = b
+        .call_as(
+            &mut session,
+            "app",
+            ApiKey::Produce,
+            9,
+            produce_of(big.clone()),
+        )
+        .await
+    else {
+        panic!("not a produce response");
+    };
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    let owed = big.len() as i32 - 1000;
+    assert_eq!(r.throttle_time_ms, owed);
+    assert!(session.muted_until.is_some(), "the connection is muted");
+    // Another client id is not throttled.
+    let mut other = Session::plaintext("127.0.0.1");
+    let ResponseKind::Produce(r) = b
+        .call_as(
+            &mut other,
+            "other",
+            ApiKey::Produce,
+            9,
+            produce_of(big.clone()),
+        )
+        .await
+    else {
+        panic!("not a produce response");
+    };
+    assert_eq!(r.throttle_time_ms, 0);
+    assert!(other.muted_until.is_none());
+
+    // Fetch: the first response is sent and throttles; while in debt a
+    // fetch is answered empty with the time left.
+    let ResponseKind::Fetch(r) = b
+        .call_as(&mut session, "app", ApiKey::Fetch, 12, fetch_all())
+        .await
+    else {
+        panic!("not a fetch response");
+    };
+    let sent = r.responses[0].partitions[0].records.as_ref().unwrap().len();
+    assert!(sent > 2 * big.len() - 1, "{sent} bytes fetched");
+    assert_eq!(r.throttle_time_ms, (sent as i32 - 500) * 2);
+    let ResponseKind::Fetch(r) = b
+        .call_as(&mut session, "app", ApiKey::Fetch, 12, fetch_all())
+        .await
+    else {
+        panic!("not a fetch response");
+    };
+    assert!(r.responses.is_empty(), "a throttled fetch carries nothing");
+    assert!(r.throttle_time_ms > 0);
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let ResponseKind::Fetch(r) = b
+        .call_as(&mut session, "app", ApiKey::Fetch, 12, fetch_all())
+        .await
+    else {
+        panic!("not a fetch response");
+    };
+    assert_eq!(r.responses.len(), 1, "paid off: records again");
+
+    // Removing the quotas lifts them.
+    let outcomes = b
+        .alter_quotas(vec![quota_entry(
+            &[("client-id", Some("app"))],
+            &[("producer_byte_rate", None), ("consumer_byte_rate", None)],
+        )])
+        .await;
+    assert_eq!(outcomes, vec![(0, None)]);
+    assert!(b.describe_quotas(vec![], false).await.is_empty());
+    let ResponseKind::Produce(r) = b
+        .call_as(&mut session, "app", ApiKey::Produce, 9, produce_of(big))
+        .await
+    else {
+        panic!("not a produce response");
+    };
+    assert_eq!(r.throttle_time_ms, 0);
 }

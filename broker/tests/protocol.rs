@@ -14,8 +14,9 @@ use broker::security::{
 };
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
-    DescribeLogDirsRequest, DescribeQuorumRequest, DescribeQuorumResponse, ElectLeadersRequest,
+    AlterClientQuotasRequest, AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest,
+    ApiVersionsResponse, DescribeClientQuotasRequest, DescribeLogDirsRequest,
+    DescribeQuorumRequest, DescribeQuorumResponse, ElectLeadersRequest,
     ListPartitionReassignmentsRequest, RequestHeader, ResponseHeader, SaslHandshakeRequest,
     SaslHandshakeResponse,
 };
@@ -620,6 +621,33 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
         panic!()
     };
     assert_eq!(r.error_code, 31);
+    // Client quotas: DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster.
+    let quotas = RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default());
+    let Some(ResponseKind::DescribeClientQuotas(r)) =
+        call(&mut carol, ApiKey::DescribeClientQuotas, 1, quotas).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 31);
+    let alter =
+        RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+            kafka_protocol::messages::alter_client_quotas_request::EntryData::default()
+                .with_entity(vec![
+                    kafka_protocol::messages::alter_client_quotas_request::EntityData::default()
+                        .with_entity_type(StrBytes::from_static_str("client-id")),
+                ]),
+        ]));
+    let Some(ResponseKind::AlterClientQuotas(r)) =
+        call(&mut carol, ApiKey::AlterClientQuotas, 1, alter).await
+    else {
+        panic!()
+    };
+    assert_eq!(r.entries[0].error_code, 31);
+    assert_eq!(
+        r.entries[0].entity[0].entity_type.as_str(),
+        "client-id",
+        "the entity is named back"
+    );
     // The admin grants her DESCRIBE on the cluster; a bad ACL is refused alone.
     let bad = allow_describe
         .clone()

@@ -62,6 +62,9 @@ pub struct Options {
     pub security: bool,
     /// Whether the admins moving partitions to named brokers run (`movers`).
     pub movers: bool,
+    /// Whether the admins setting client quotas and, once the faults heal,
+    /// the throttled client run (`quota_setters`).
+    pub quotas: bool,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -103,6 +106,7 @@ impl Options {
             transactions: true,
             security: true,
             movers: true,
+            quotas: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -463,6 +467,17 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         clients.push(node);
     }
 
+    if opts.quotas {
+        let node = handle
+            .create_node()
+            .name("quota-setter-0")
+            .ip(IpAddr::V4(crate::quota_setters::ADMIN_IP))
+            .build();
+        let session = Session::new("quota-setter-0", opts.brokers, start, history.clone());
+        tasks.push(node.spawn(crate::quota_setters::admin(session, faults_end)));
+        clients.push(node);
+    }
+
     let mut faults = schedule(
         &mut madsim::rand::thread_rng(),
         &opts.faults,
@@ -566,6 +581,31 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .build()
             .spawn(crate::markers::final_applied(s, acked, deadline))
     });
+    // A client over its quota fetches as fast as it can, alongside.
+    let throttled = opts.quotas.then(|| {
+        let acked = history.events().into_iter().any(|(_, e)| {
+            matches!(
+                e,
+                Event::QuotaChange {
+                    entity,
+                    outcome: crate::movers::AdminOutcome::Acked,
+                    ..
+                } if entity == format!("client-id={}", crate::quota_setters::THROTTLED)
+            )
+        });
+        let s = Session::new(
+            crate::quota_setters::THROTTLED,
+            opts.brokers,
+            start,
+            history.clone(),
+        );
+        handle
+            .create_node()
+            .name("final-quota-fetcher")
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 4)))
+            .build()
+            .spawn(crate::quota_setters::throttled_fetcher(s, acked))
+    });
     let logs = reader
         .spawn(async move {
             let logs = workload::converge(session, deadline).await;
@@ -580,6 +620,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         let _ = t.await;
     }
     if let Some(t) = acls_applied {
+        let _ = t.await;
+    }
+    if let Some(t) = throttled {
         let _ = t.await;
     }
     // Deletions must finish within the same deadline.
@@ -607,6 +650,15 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .ok()
             .flatten();
         history.record(start.elapsed(), Event::ReassignFinal { found });
+    }
+    if opts.quotas {
+        let volume = nfs.host(OBSERVER_HOST);
+        let found = reader
+            .spawn(async move { crate::quota_setters::final_state(&volume).await })
+            .await
+            .ok()
+            .flatten();
+        history.record(start.elapsed(), Event::QuotaFinal { found });
     }
     if opts.security {
         let volume = nfs.host(OBSERVER_HOST);

@@ -48,7 +48,7 @@ pub type FinalState = (BTreeMap<i32, u32>, Vec<(i32, u32, Option<u32>)>);
 
 /// What became of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MoveOutcome {
+pub enum AdminOutcome {
     /// Acknowledged: the document holds it (or a later change).
     Acked,
     /// Refused with this code: nothing changed.
@@ -97,10 +97,10 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
         _ => None,
     };
     let outcome = match code {
-        Some(0) | Some(NO_REASSIGNMENT) => MoveOutcome::Acked,
+        Some(0) | Some(NO_REASSIGNMENT) => AdminOutcome::Acked,
         // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
-        Some(7) | Some(56) | None => MoveOutcome::Unknown,
-        Some(c) => MoveOutcome::Refused(c),
+        Some(7) | Some(56) | None => AdminOutcome::Unknown,
+        Some(c) => AdminOutcome::Refused(c),
     };
     s.history.record(
         s.now(),

@@ -169,6 +169,7 @@ impl Scenario {
         opts.transactions = false;
         opts.security = false;
         opts.movers = false;
+        opts.quotas = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

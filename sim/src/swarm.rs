@@ -103,6 +103,9 @@ pub const POINTS: &[&str] = &[
     "preferred-change.read",
     "preferred-change.slot-created",
     "producer-ids.block-chosen",
+    "quota-change.claimed",
+    "quota-change.read",
+    "quota-change.slot-created",
     "remove.children-removed",
     "replace.renamed",
     "replace.temp-durable",
@@ -230,6 +233,14 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "takeover.decided",
             "takeover.epoch-claimed",
             "takeover.fenced",
+        ],
+    ),
+    (
+        "quotas",
+        &[
+            "quota-change.read",
+            "quota-change.slot-created",
+            "quota-change.claimed",
         ],
     ),
     (

@@ -333,13 +333,37 @@ pub enum Event {
         partition: i32,
         broker: Option<u32>,
         sent: Duration,
-        outcome: crate::movers::MoveOutcome,
+        outcome: crate::movers::AdminOutcome,
     },
     /// After the run: the workload topic's preferred brokers on the volume,
     /// and the partitions a live preferred broker did not lead by the
     /// liveness deadline (`None`: unreadable).
     ReassignFinal {
         found: Option<crate::movers::FinalState>,
+    },
+    /// A quota admin (`quota_setters`) set (`Some`) or removed (`None`)
+    /// quota `key` of `entity`.
+    QuotaChange {
+        entity: String,
+        key: &'static str,
+        rate: Option<u64>,
+        sent: Duration,
+        outcome: crate::movers::AdminOutcome,
+    },
+    /// After the run: every quota in the newest complete version of the
+    /// document, by (entity, key) (`None`: unreadable).
+    QuotaFinal {
+        found: Option<BTreeMap<(String, &'static str), u64>>,
+    },
+    /// Once faults healed: a fetch answer to the throttled client from
+    /// `broker`, carrying `bytes` of records.
+    QuotaFetched { broker: u32, bytes: usize },
+    /// The throttled client fetched from `from` to `to` with a
+    /// consumer_byte_rate of `rate` in force since before `from`.
+    QuotaWindow {
+        from: Duration,
+        to: Duration,
+        rate: u64,
     },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
@@ -579,6 +603,25 @@ pub fn describe(e: &Event) -> String {
             sent.as_secs_f64()
         ),
         Event::ReassignFinal { found } => format!("reassign-final {found:?}"),
+        Event::QuotaChange {
+            entity,
+            key,
+            rate,
+            sent,
+            outcome,
+        } => format!(
+            "quota {entity} {key}={rate:?} sent {:.3}s {outcome:?}",
+            sent.as_secs_f64()
+        ),
+        Event::QuotaFinal { found } => format!("quota-final {found:?}"),
+        Event::QuotaFetched { broker, bytes } => {
+            format!("quota-fetched broker={broker} bytes={bytes}")
+        }
+        Event::QuotaWindow { from, to, rate } => format!(
+            "quota-window {:.3}s..{:.3}s rate={rate}",
+            from.as_secs_f64(),
+            to.as_secs_f64()
+        ),
         Event::SecurityMarker {
             doc,
             marker,

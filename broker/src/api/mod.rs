@@ -23,6 +23,7 @@
 //! | `new_leaders` | the wait of a request that created topics or partitions for their leaders |
 //! | `records` | DeleteRecords |
 //! | `log_dirs` | DescribeLogDirs: the volume as this broker's one log directory |
+//! | `quotas` | DescribeClientQuotas, AlterClientQuotas, and the throttling of produce and fetch |
 //! | `reassignments` | AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders: a partition's leader moved to a named broker |
 //! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
 //! | `producer_id` | InitProducerId |
@@ -67,6 +68,7 @@ mod null_messages;
 mod partitions;
 mod produce;
 mod producer_id;
+mod quotas;
 mod reassignments;
 mod records;
 mod security_admin;
@@ -120,6 +122,8 @@ pub struct Api {
     finishing: std::sync::Mutex<BTreeSet<String>>,
     /// Credentials and ACLs.
     security: Arc<Security>,
+    /// Client quotas and what each budget has spent here.
+    quotas: Arc<crate::quota::Quotas>,
     metrics: crate::metrics::Metrics,
 }
 
@@ -191,6 +195,7 @@ impl Api {
         let config_broker_id = config.broker_id;
         Self {
             producer_ids: ProducerIds::new(vfs.clone(), config.broker_id, config.producer_id_block),
+            quotas: Arc::new(crate::quota::Quotas::new(vfs.clone())),
             vfs,
             config,
             leaders,
@@ -211,6 +216,11 @@ impl Api {
     pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// The client quotas this broker enforces (its node keeps them fresh).
+    pub fn quotas(&self) -> Arc<crate::quota::Quotas> {
+        self.quotas.clone()
     }
 
     /// What the cluster loop waits on besides its tick: this broker
@@ -422,15 +432,27 @@ impl Handler for Api {
             null_messages::null_messages_on_success(&mut response);
             Some(response)
         };
-        if let RequestKind::Produce(r) = request {
-            let produced = self.produce(r, header.request_api_version).await;
-            return Ok(Answer::Later(Box::pin(async move {
-                Ok(finish(produced.await.map(ResponseKind::Produce)))
-            })));
+        let request = match request {
+            RequestKind::Produce(r) => {
+                let throttle = self.charge_produce(session, header, &r);
+                let produced = self.produce(r, header.request_api_version).await;
+                return Ok(Answer::Later(Box::pin(async move {
+                    Ok(finish(produced.await.map(|r| {
+                        ResponseKind::Produce(r.with_throttle_time_ms(throttle))
+                    })))
+                })));
+            }
+            RequestKind::Fetch(r) => match self.fetch_throttled(session, header) {
+                Some(empty) => return Ok(Answer::Now(finish(Some(ResponseKind::Fetch(empty))))),
+                None => RequestKind::Fetch(r),
+            },
+            other => other,
+        };
+        let mut response = self.dispatch(session, header, request).await?;
+        if let Some(ResponseKind::Fetch(r)) = &mut response {
+            self.charge_fetch(session, header, r);
         }
-        Ok(Answer::Now(finish(
-            self.dispatch(session, header, request).await?,
-        )))
+        Ok(Answer::Now(finish(response)))
     }
 
     async fn raw_sasl_token(
@@ -589,6 +611,12 @@ impl Api {
             }
             RequestKind::ElectLeaders(r) => {
                 ResponseKind::ElectLeaders(self.elect_leaders(r, v).await)
+            }
+            RequestKind::DescribeClientQuotas(r) => {
+                ResponseKind::DescribeClientQuotas(self.describe_client_quotas(r).await)
+            }
+            RequestKind::AlterClientQuotas(r) => {
+                ResponseKind::AlterClientQuotas(self.alter_client_quotas(r).await)
             }
             RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(self.create_acls(r).await),
             RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(self.delete_acls(r).await),

@@ -145,6 +145,7 @@ enum Payload {
     Credentials,
     Acls,
     Preferred,
+    Quotas,
 }
 
 /// Claims of the cluster, producer id blocks and security versions, the
@@ -157,6 +158,8 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
             claim(vfs, &path, Payload::BrokerId, report).await;
         } else if name.starts_with(&format!("{}-", crate::cluster::preferred::NAME)) {
             claim(vfs, &path, Payload::Preferred, report).await;
+        } else if name.starts_with(&format!("{}-", crate::quota::doc::NAME)) {
+            claim(vfs, &path, Payload::Quotas, report).await;
         } else if let Some(epoch) = name
             .strip_prefix("assignment-")
             .and_then(|e| e.parse().ok())
@@ -235,6 +238,9 @@ async fn claim(vfs: &dyn Vfs, path: &Path, payload: Payload, report: &mut Report
         Payload::Preferred => serde_json::from_slice::<PreferredLeaders>(&body)
             .err()
             .map(|e| format!("preferred leaders do not parse: {e}")),
+        Payload::Quotas => serde_json::from_slice::<crate::quota::ClientQuotas>(&body)
+            .err()
+            .map(|e| format!("client quotas do not parse: {e}")),
     };
     if let Some(why) = bad {
         report.add(Severity::Error, path, why);

@@ -37,6 +37,7 @@ const FILES: &[(&str, Format)] = &[
     ("topic name claim", Format::Claim),
     ("producer id block", Format::Claim),
     ("preferred leaders", Format::Claim),
+    ("client quotas", Format::Claim),
 ];
 
 struct Base {
@@ -82,7 +83,8 @@ fn path_of(which: usize, topic_id: &str) -> PathBuf {
         10 => election::claim_path(2),
         11 => layout::name_claim("n", 1),
         12 => layout::producer_block(0),
-        _ => Path::new(layout::CLUSTER_DIR).join("preferred-leaders-000000000001"),
+        13 => Path::new(layout::CLUSTER_DIR).join("preferred-leaders-000000000001"),
+        _ => Path::new(layout::CLUSTER_DIR).join("client-quotas-000000000001"),
     }
 }
 
@@ -161,10 +163,20 @@ async fn read(which: usize, vfs: Arc<dyn Vfs>, topic_id: &str) {
                 .allocate()
                 .await,
         ),
-        _ => drop(
+        13 => drop(
             crate::cluster::preferred::PreferredReader::default()
                 .refresh(v)
                 .await,
         ),
+        _ => {
+            let quotas = crate::quota::Quotas::new(vfs.clone());
+            if quotas.refresh().await.is_ok() {
+                // What every request of a throttled client asks of it.
+                let (_, doc) = quotas.applied();
+                for kind in crate::quota::Kind::ALL {
+                    drop(doc.resolve(kind, "u", "c"));
+                }
+            }
+        }
     }
 }

@@ -137,6 +137,22 @@ fn metadata_files() {
         (10, "controller", b"3".to_vec()),
         (11, "name-claim", b"t-0123".to_vec()),
         (12, "producer-block", b"1".to_vec()),
+        (
+            13,
+            "preferred-leaders",
+            json(serde_json::json!({"topics": {"t-0123": {"0": 2, "1": 0}}})),
+        ),
+        (14, "client-quotas", {
+            use crate::quota::{ClientQuotas, Entity, Kind, Name};
+            let mut q = ClientQuotas::default();
+            let app = Entity {
+                user: Some(Name::Named("alice".into())),
+                client_id: Some(Name::Default),
+            };
+            q.set(&app, Kind::Produce, Some(1 << 20));
+            q.set(&Entity::default(), Kind::Fetch, Some(1000));
+            serde_json::to_vec(&q).unwrap()
+        }),
     ];
     for (which, name, payload) in payloads {
         let mut sealed = vec![which | 0x80];

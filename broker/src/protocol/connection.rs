@@ -164,6 +164,11 @@ pub(crate) async fn serve_connection<S>(
     let mut later: FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>> =
         FuturesOrdered::new();
     loop {
+        if let Some(until) = session.muted_until.take() {
+            if !wait_muted(until, &mut later, &mut wr, &peer).await {
+                break;
+            }
+        }
         let next = if let Some(idle) = config.idle_timeout.filter(|_| later.is_empty()) {
             match tokio::time::timeout(idle, rx.recv()).await {
                 Ok(next) => next,
@@ -255,6 +260,32 @@ async fn send<W: AsyncWrite + Unpin>(
         Err(Close(why)) => {
             tracing::warn!(peer = %peer, "closing connection: {why}");
             false
+        }
+    }
+}
+
+/// A throttled client's mute (KIP-219): no request is read until `until`,
+/// while the responses of requests already started still go out. False
+/// when the connection is to close.
+async fn wait_muted<W: AsyncWrite + Unpin>(
+    until: tokio::time::Instant,
+    later: &mut FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>>,
+    wr: &mut W,
+    peer: &str,
+) -> bool {
+    let muted = tokio::time::sleep_until(until);
+    tokio::pin!(muted);
+    loop {
+        tokio::select! {
+            biased;
+            Some((out, room)) = later.next() => {
+                let go_on = send(wr, peer, out).await;
+                drop(room);
+                if !go_on {
+                    return false;
+                }
+            }
+            _ = &mut muted => return true,
         }
     }
 }
@@ -898,6 +929,73 @@ mod tests {
             }
             assert_eq!(answered, [0, 1, 2, 3]);
             assert_eq!(*handler.started.lock().unwrap(), [0, 1, 2, 3]);
+            served.abort();
+        }
+
+        /// Mutes its connection for 200 ms at each request, noting when
+        /// each was started.
+        struct Muting {
+            started: std::sync::Mutex<Vec<tokio::time::Instant>>,
+        }
+
+        #[async_trait::async_trait]
+        impl Handler for Muting {
+            async fn handle(
+                &self,
+                session: &mut Session,
+                _: &RequestHeader,
+                _: RequestKind,
+            ) -> Result<Option<ResponseKind>, String> {
+                self.started
+                    .lock()
+                    .unwrap()
+                    .push(tokio::time::Instant::now());
+                session.mute_for(Duration::from_millis(200));
+                Ok(Some(ResponseKind::ApiVersions(
+                    m::ApiVersionsResponse::default(),
+                )))
+            }
+        }
+
+        #[tokio::test]
+        async fn a_muted_connection_answers_but_reads_nothing_until_its_throttle_ends() {
+            let handler = Arc::new(Muting {
+                started: Default::default(),
+            });
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let served = tokio::spawn(serve_connection(
+                server,
+                "test".into(),
+                handler.clone(),
+                ProtocolConfig::default(),
+                Session::plaintext("test"),
+            ));
+            let one = frame(
+                ApiKey::ApiVersions,
+                3,
+                &RequestKind::ApiVersions(m::ApiVersionsRequest::default()),
+            );
+            let began = tokio::time::Instant::now();
+            for _ in 0..3 {
+                write_frame(&mut client, &one).await.unwrap();
+            }
+            // The first answer comes at once, muted or not.
+            crate::protocol::frame::read_frame(&mut client, 1 << 20)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(began.elapsed() < Duration::from_millis(150));
+            for _ in 0..2 {
+                crate::protocol::frame::read_frame(&mut client, 1 << 20)
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+            let started = handler.started.lock().unwrap().clone();
+            assert_eq!(started.len(), 3);
+            for pair in started.windows(2) {
+                assert!(pair[1] - pair[0] >= Duration::from_millis(200));
+            }
             served.abort();
         }
 

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{self as m, ApiKey, RequestKind as Q, ResponseKind
 
 mod mirror;
 
-pub(crate) use mirror::elect_leaders_refused;
+pub(crate) use mirror::{alter_client_quotas_refused, elect_leaders_refused};
 
 pub const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
 const E: i16 = UNSUPPORTED_VERSION;

@@ -59,6 +59,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     // v0 and v1 predate KIP-320's current leader epoch; the codec lacks them.
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Security. After SaslHandshake v0 the SASL tokens travel as bare

@@ -41,6 +41,9 @@ pub struct Session {
     /// SaslHandshake v0 was answered: the SASL tokens come as bare frames
     /// until the exchange ends.
     pub raw_tokens: bool,
+    /// A quota throttled this client: its next request is not read before
+    /// then (KIP-219), whatever the client does with `throttle_time_ms`.
+    pub muted_until: Option<Instant>,
 }
 
 /// Who a request comes from, as the authorizer sees it.
@@ -52,6 +55,16 @@ pub struct Who {
 }
 
 impl Session {
+    /// Mutes the connection for `throttle` (if longer than a mute already
+    /// set).
+    pub fn mute_for(&mut self, throttle: std::time::Duration) {
+        if throttle.is_zero() {
+            return;
+        }
+        let until = Instant::now() + throttle;
+        self.muted_until = Some(self.muted_until.map_or(until, |u| u.max(until)));
+    }
+
     pub fn who(&self) -> Who {
         Who {
             principal: self.principal.clone(),
@@ -74,6 +87,7 @@ impl Session {
             authenticated_once: false,
             close_after_response: None,
             raw_tokens: false,
+            muted_until: None,
         }
     }
 

@@ -50,6 +50,8 @@ pub enum Family {
     Security,
     /// The operator's preferred leaders (`preferred-change.*`).
     Preferred,
+    /// The client quotas (`quota-change.*`).
+    Quotas,
 }
 
 /// The step boundaries of a change.
@@ -112,6 +114,11 @@ impl Versioned {
             (Family::Preferred, Step::Claimed) => {
                 vfs::fault_point!(vfs, "preferred-change.claimed")
             }
+            (Family::Quotas, Step::Read) => vfs::fault_point!(vfs, "quota-change.read"),
+            (Family::Quotas, Step::SlotCreated) => {
+                vfs::fault_point!(vfs, "quota-change.slot-created")
+            }
+            (Family::Quotas, Step::Claimed) => vfs::fault_point!(vfs, "quota-change.claimed"),
         }
     }
 

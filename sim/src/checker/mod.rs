@@ -16,6 +16,8 @@ mod acls;
 mod epochs;
 mod groups;
 mod invariant;
+mod last_acked;
+mod quotas;
 mod reads;
 mod reassignments;
 mod topics;
@@ -45,6 +47,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     txns::check(events, &mut out);
     acls::check(events, &mut out);
     reassignments::check(events, &mut out);
+    quotas::check(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -363,10 +366,15 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::SecurityMarker { acked: true, .. } => &[I::SecurityChangeLost],
             Event::AclsApplied { .. } => &[I::AclUnapplied],
             Event::Reassign {
-                outcome: crate::movers::MoveOutcome::Acked,
+                outcome: crate::movers::AdminOutcome::Acked,
                 ..
             } => &[I::ReassignmentLost],
             Event::ReassignFinal { found: Some(_) } => &[I::ReassignmentUnhonoured],
+            Event::QuotaChange {
+                outcome: crate::movers::AdminOutcome::Acked,
+                ..
+            } => &[I::QuotaChangeLost],
+            Event::QuotaWindow { .. } => &[I::QuotaExceeded],
             _ => &[],
         };
         for k in keys {

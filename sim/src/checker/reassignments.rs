@@ -11,19 +11,16 @@
 //! every partition to its live preferred broker; the harness polls the
 //! assignment until the liveness deadline and reports what was left.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::movers::MoveOutcome;
 use crate::workload::Event;
 
+use super::last_acked::{Request, allowed};
 use super::{Invariant, at};
 
-/// One request: (answered, sent, broker, outcome).
-type Request = (Duration, Duration, Option<u32>, MoveOutcome);
-
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
-    let mut requests: BTreeMap<i32, Vec<Request>> = BTreeMap::new();
+    let mut requests: BTreeMap<i32, Vec<Request<u32>>> = BTreeMap::new();
     let mut found = None;
     for (t, e) in events {
         match e {
@@ -46,23 +43,9 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
         return;
     };
     for (partition, reqs) in &requests {
-        let Some(&(answered, sent, broker, _)) = reqs
-            .iter()
-            .filter(|r| r.3 == MoveOutcome::Acked)
-            .max_by_key(|r| r.0)
-        else {
+        let Some((&(answered, sent, broker, _), allowed)) = allowed(reqs) else {
             continue;
         };
-        let allowed: BTreeSet<Option<u32>> = reqs
-            .iter()
-            .filter(|r| match r.3 {
-                MoveOutcome::Unknown => true,
-                MoveOutcome::Acked => r.0 >= sent,
-                MoveOutcome::Refused(_) => false,
-            })
-            .map(|r| r.2)
-            .chain([broker])
-            .collect();
         let now = pins.get(partition).copied();
         if !allowed.contains(&now) {
             out.push(Invariant::ReassignmentLost.says(format!(

@@ -372,6 +372,18 @@ impl Api {
             R::ElectLeaders(r) if !self.may_cluster(s, Operation::Alter) => Authz::Refuse(
                 ResponseKind::ElectLeaders(crate::api::reassignments::refused(&r, cluster, None)),
             ),
+            // Kafka asks for DESCRIBE_CONFIGS on the cluster to read client
+            // quotas, ALTER_CONFIGS to change them.
+            R::DescribeClientQuotas(_) if !self.may_cluster(s, Operation::DescribeConfigs) => {
+                Authz::Refuse(ResponseKind::DescribeClientQuotas(
+                    crate::api::quotas::refused_describe(cluster),
+                ))
+            }
+            R::AlterClientQuotas(r) if !self.may_cluster(s, Operation::AlterConfigs) => {
+                Authz::Refuse(ResponseKind::AlterClientQuotas(
+                    crate::api::quotas::refused_alter(&r, cluster),
+                ))
+            }
             R::DescribeAcls(_) if !self.may_cluster(s, Operation::Describe) => {
                 Authz::Refuse(ResponseKind::DescribeAcls(
                     DescribeAclsResponse::default().with_error_code(cluster),

@@ -574,6 +574,15 @@ pub(crate) fn elect_leaders_refused(
 }
 
 pub(super) fn alter_client_quotas(r: &m::AlterClientQuotasRequest) -> m::AlterClientQuotasResponse {
+    alter_client_quotas_refused(r, E)
+}
+
+/// AlterClientQuotas refused whole: each entity the request named, with
+/// `error`.
+pub(crate) fn alter_client_quotas_refused(
+    r: &m::AlterClientQuotasRequest,
+    error: i16,
+) -> m::AlterClientQuotasResponse {
     use m::alter_client_quotas_response::{EntityData, EntryData};
     let entries = r
         .entries
@@ -588,7 +597,9 @@ pub(super) fn alter_client_quotas(r: &m::AlterClientQuotasRequest) -> m::AlterCl
                         .with_entity_name(x.entity_name.clone())
                 })
                 .collect();
-            EntryData::default().with_error_code(E).with_entity(entity)
+            EntryData::default()
+                .with_error_code(error)
+                .with_entity(entity)
         })
         .collect();
     m::AlterClientQuotasResponse::default().with_entries(entries)

@@ -1,0 +1,300 @@
+//! Operators setting client quotas: two admins (two connections, so their
+//! changes race for the same next version of the client-quotas document)
+//! send AlterClientQuotas through brokers picked at random, every second
+//! or few, with now and then a DescribeClientQuotas, while the faults
+//! fall. The quotas they set name clients and users the workload does not
+//! use, except one: a consumer_byte_rate for [`THROTTLED`], set first and
+//! never changed. Once the faults heal, a client of that name fetches the
+//! workload topic as fast as it can, ignoring its throttle, and every
+//! answer's bytes are counted per broker.
+//!
+//! Rules (checker `quotas`): quota-change-lost, each quota on the volume
+//! after the run is one an acknowledged request (or one that may still
+//! have landed) set; quota-exceeded, no broker let the throttled client
+//! fetch more than its rate allows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use broker::quota::{ClientQuotas, Entity, Kind, Name};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, ApiKey, DescribeClientQuotasRequest, FetchRequest, RequestKind,
+    ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
+use vfs::Vfs;
+
+use crate::movers::AdminOutcome;
+use crate::workload::{Event, PARTITIONS, Session, TOPIC};
+
+/// The admins' address.
+pub const ADMIN_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 3, 8);
+
+/// The client whose fetches are throttled once the faults heal.
+pub const THROTTLED: &str = "quota-throttled";
+/// Its consumer_byte_rate.
+pub const THROTTLED_RATE: u64 = 4096;
+/// The most one fetch answer carries.
+pub const FETCH_MAX_BYTES: usize = 32 * 1024;
+/// How long the throttled client fetches, and how long it waits first for
+/// every broker to apply the quotas.
+const FETCH_FOR: Duration = Duration::from_secs(10);
+const SETTLE: Duration = Duration::from_secs(3);
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The entities the admins change: none matches a workload client.
+fn entities() -> [Entity; 4] {
+    let named = |n: &str| Some(Name::Named(n.to_owned()));
+    [
+        Entity {
+            user: None,
+            client_id: named("quota-app-0"),
+        },
+        Entity {
+            user: None,
+            client_id: named("quota-app-1"),
+        },
+        Entity {
+            user: named("quota-user"),
+            client_id: Some(Name::Default),
+        },
+        Entity {
+            user: named("quota-user"),
+            client_id: named("quota-app-0"),
+        },
+    ]
+}
+
+/// How the rules name an entity.
+pub fn label(e: &Entity) -> String {
+    let part = |kind: &str, n: &Option<Name>| {
+        n.as_ref().map(|n| match n {
+            Name::Default => format!("{kind}=<default>"),
+            Name::Named(s) => format!("{kind}={s}"),
+        })
+    };
+    [part("user", &e.user), part("client-id", &e.client_id)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+async fn alter(s: &mut Session, entity: &Entity, kind: Kind, rate: Option<u64>) -> AdminOutcome {
+    let sent = s.now();
+    let mut parts = Vec::new();
+    if let Some(u) = &entity.user {
+        parts.push(("user", u));
+    }
+    if let Some(c) = &entity.client_id {
+        parts.push(("client-id", c));
+    }
+    let req = AlterClientQuotasRequest::default().with_entries(vec![
+        EntryData::default()
+            .with_entity(
+                parts
+                    .into_iter()
+                    .map(|(t, n)| {
+                        EntityData::default()
+                            .with_entity_type(text(t))
+                            .with_entity_name(n.wire().map(text))
+                    })
+                    .collect(),
+            )
+            .with_ops(vec![
+                OpData::default()
+                    .with_key(text(kind.key()))
+                    .with_value(rate.unwrap_or(0) as f64)
+                    .with_remove(rate.is_none()),
+            ]),
+    ]);
+    let to = s.any_broker();
+    let answer = s
+        .client
+        .call_within(
+            ADMIN_TIMEOUT,
+            to,
+            ApiKey::AlterClientQuotas,
+            1,
+            RequestKind::AlterClientQuotas(req),
+        )
+        .await;
+    let code = match answer {
+        Ok(ResponseKind::AlterClientQuotas(r)) => r.entries.first().map(|e| e.error_code),
+        _ => None,
+    };
+    let outcome = match code {
+        Some(0) => AdminOutcome::Acked,
+        // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
+        Some(7) | Some(56) | None => AdminOutcome::Unknown,
+        Some(c) => AdminOutcome::Refused(c),
+    };
+    s.history.record(
+        s.now(),
+        Event::QuotaChange {
+            entity: label(entity),
+            key: kind.key(),
+            rate,
+            sent,
+            outcome,
+        },
+    );
+    outcome
+}
+
+async fn step(s: &mut Session) {
+    let (which, kind, roll, rate) = {
+        let mut rng = madsim::rand::thread_rng();
+        (
+            rng.gen_range(0..4),
+            Kind::ALL[rng.gen_range(0..2)],
+            rng.gen_range(0..100),
+            rng.gen_range(1_000..1_000_000u64),
+        )
+    };
+    let entity = &entities()[which];
+    match roll {
+        0..15 => {
+            alter(s, entity, kind, None).await;
+        }
+        15..25 => {
+            let to = s.any_broker();
+            let req = RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default());
+            let _ = s
+                .client
+                .call_within(ADMIN_TIMEOUT, to, ApiKey::DescribeClientQuotas, 1, req)
+                .await;
+        }
+        _ => {
+            alter(s, entity, kind, Some(rate)).await;
+        }
+    }
+}
+
+/// Sets the throttled client's quota, then changes the others until
+/// `until`, two admins at once.
+pub async fn admin(mut s: Session, until: Duration) {
+    let throttled = Entity {
+        user: None,
+        client_id: Some(Name::Named(THROTTLED.to_owned())),
+    };
+    while s.now() < until
+        && alter(&mut s, &throttled, Kind::Fetch, Some(THROTTLED_RATE)).await != AdminOutcome::Acked
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let mut other = s.twin("quota-setter-twin");
+    while s.now() < until {
+        tokio::join!(step(&mut s), step(&mut other));
+        let pause = madsim::rand::thread_rng().gen_range(500..3000);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Once the faults healed: fetches the workload topic as [`THROTTLED`]
+/// from every leader, over and over from the log start, without waiting
+/// out any throttle, and counts what each answer carries. Does nothing if
+/// the quota was never acknowledged.
+pub async fn throttled_fetcher(mut s: Session, quota_acked: bool) {
+    if !quota_acked {
+        return;
+    }
+    tokio::time::sleep(SETTLE).await;
+    let from = s.now();
+    let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
+    while s.now() < from + FETCH_FOR {
+        let mut by_leader: BTreeMap<u32, Vec<i32>> = BTreeMap::new();
+        for p in 0..PARTITIONS {
+            if let Some(b) = s.leader(TOPIC, p).await {
+                by_leader.entry(b).or_default().push(p);
+            }
+        }
+        if by_leader.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for (broker, partitions) in by_leader {
+            let req = FetchRequest::default()
+                .with_max_wait_ms(50)
+                .with_min_bytes(1)
+                .with_max_bytes(FETCH_MAX_BYTES as i32)
+                .with_topics(vec![
+                    FetchTopic::default()
+                        .with_topic(TopicName(text(TOPIC)))
+                        .with_partitions(
+                            partitions
+                                .iter()
+                                .map(|&p| {
+                                    FetchPartition::default()
+                                        .with_partition(p)
+                                        .with_fetch_offset(starts.get(&p).copied().unwrap_or(0))
+                                        .with_partition_max_bytes(FETCH_MAX_BYTES as i32)
+                                })
+                                .collect(),
+                        ),
+                ]);
+            match s
+                .client
+                .call(broker, ApiKey::Fetch, 12, RequestKind::Fetch(req))
+                .await
+            {
+                Ok(ResponseKind::Fetch(r)) => {
+                    let mut bytes = 0;
+                    for p in r.responses.iter().flat_map(|t| &t.partitions) {
+                        bytes += p.records.as_ref().map_or(0, |r| r.len());
+                        match p.error_code {
+                            0 => {}
+                            // OFFSET_OUT_OF_RANGE: trimmed; read from the start.
+                            1 => {
+                                starts.insert(p.partition_index, p.log_start_offset.max(0));
+                            }
+                            _ => s.forget(TOPIC, p.partition_index),
+                        }
+                    }
+                    s.history
+                        .record(s.now(), Event::QuotaFetched { broker, bytes });
+                }
+                _ => {
+                    for p in partitions {
+                        s.forget(TOPIC, p);
+                    }
+                }
+            }
+        }
+    }
+    s.history.record(
+        s.now(),
+        Event::QuotaWindow {
+            from,
+            to: s.now(),
+            rate: THROTTLED_RATE,
+        },
+    );
+}
+
+/// Every quota in the newest complete version on the volume, by (entity,
+/// key); `None` if it cannot be read.
+pub async fn final_state(volume: &dyn Vfs) -> Option<BTreeMap<(String, &'static str), u64>> {
+    let doc: ClientQuotas = broker::quota::doc::newer_than(volume, 0)
+        .await
+        .ok()?
+        .map(|(_, d)| d)
+        .unwrap_or_default();
+    Some(
+        doc.entries
+            .iter()
+            .flat_map(|(e, limits)| {
+                Kind::ALL
+                    .into_iter()
+                    .filter_map(move |k| limits.get(k).map(|r| ((label(e), k.key()), r)))
+            })
+            .collect(),
+    )
+}
