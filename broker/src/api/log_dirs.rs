@@ -15,7 +15,6 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use super::Api;
-use crate::log::topic;
 
 impl Api {
     pub(super) async fn describe_log_dirs(
@@ -31,25 +30,18 @@ impl Api {
         let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
         let mut names: BTreeMap<String, Option<String>> = BTreeMap::new();
         for ((id, partition), log) in self.leaders.led() {
-            if !names.contains_key(&id) {
-                let name = topic::read_meta(self.vfs.as_ref(), &id)
-                    .await
-                    .ok()
-                    .map(|m| m.name);
-                names.insert(id.clone(), name);
-            }
             // A topic deleted meanwhile (no meta) is not listed.
-            let Some(Some(name)) = names.get(&id) else {
+            let Some(name) = self.memo_name_by_id(&mut names, &id).await else {
                 continue;
             };
             let asked = wanted.as_ref().is_none_or(|w| {
-                w.get(name)
+                w.get(&name)
                     .is_some_and(|ps| ps.contains(&(partition as i32)))
             });
             if !asked {
                 continue;
             }
-            topics.entry(name.clone()).or_default().push(
+            topics.entry(name).or_default().push(
                 DescribeLogDirsPartition::default()
                     .with_partition_index(partition as i32)
                     .with_partition_size(i64::try_from(log.size_bytes()).unwrap_or(i64::MAX))

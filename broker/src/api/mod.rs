@@ -290,12 +290,33 @@ impl Api {
         name: &str,
         partition: i32,
     ) -> Result<(String, Arc<PartitionLog>), i16> {
-        let meta = match topic::lookup(self.vfs.as_ref(), name).await {
-            Ok(Some(m)) => m,
-            Ok(None) => return Err(code(ResponseError::UnknownTopicOrPartition)),
-            Err(e) => return Err(lookup_error(&e)),
-        };
-        self.led_log(meta, partition)
+        self.led_log(self.meta_named(name).await?, partition)
+    }
+
+    /// A topic's name by its id, read once per `names` (one request's
+    /// memo); `None` for a topic deleted meanwhile.
+    async fn memo_name_by_id(
+        &self,
+        names: &mut BTreeMap<String, Option<String>>,
+        id: &str,
+    ) -> Option<String> {
+        if !names.contains_key(id) {
+            let name = topic::read_meta(self.vfs.as_ref(), id)
+                .await
+                .ok()
+                .map(|m| m.name);
+            names.insert(id.to_owned(), name);
+        }
+        names.get(id).cloned().flatten()
+    }
+
+    /// A topic by name, or the error to answer for it.
+    async fn meta_named(&self, name: &str) -> Result<TopicMeta, i16> {
+        match topic::lookup(self.vfs.as_ref(), name).await {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(code(ResponseError::UnknownTopicOrPartition)),
+            Err(e) => Err(lookup_error(&e)),
+        }
     }
 
     /// The log this broker leads for `(topic id, partition)`, unless it

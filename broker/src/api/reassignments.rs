@@ -32,10 +32,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Api, code, lock, lookup_error, name_of, topic_name};
+use super::{Api, code, lock, name_of, topic_name};
 use crate::cluster::assignment::Assignment;
 use crate::cluster::preferred::{self, PreferredLeaders, PreferredReader};
-use crate::log::topic::{self, TopicMeta};
+use crate::log::topic;
 use crate::security::versioned::ChangeError;
 
 /// The longest an ElectLeaders request waits for its moves.
@@ -63,15 +63,6 @@ type Outcome = (i16, Option<String>);
 type Named = (String, i32, Result<(String, u32), i16>);
 
 impl Api {
-    /// A topic by name, or the error to answer for it.
-    async fn meta_named(&self, name: &str) -> Result<TopicMeta, i16> {
-        match topic::lookup(self.vfs.as_ref(), name).await {
-            Ok(Some(m)) => Ok(m),
-            Ok(None) => Err(code(ResponseError::UnknownTopicOrPartition)),
-            Err(e) => Err(lookup_error(&e)),
-        }
-    }
-
     fn live(&self) -> Vec<u32> {
         self.current()
             .map(|a| a.brokers.keys().copied().collect())
@@ -331,12 +322,8 @@ impl Api {
                 let a = self.current().unwrap_or_default();
                 let mut names: BTreeMap<String, Option<String>> = BTreeMap::new();
                 for (id, p, _) in &a.partitions {
-                    if !names.contains_key(id) {
-                        let name = topic::read_meta(self.vfs.as_ref(), id).await.ok();
-                        names.insert(id.clone(), name.map(|m| m.name));
-                    }
-                    if let Some(Some(name)) = names.get(id) {
-                        asked.push((name.clone(), *p as i32, Ok((id.clone(), *p))));
+                    if let Some(name) = self.memo_name_by_id(&mut names, id).await {
+                        asked.push((name, *p as i32, Ok((id.clone(), *p))));
                     }
                 }
             }
