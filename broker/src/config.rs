@@ -295,6 +295,11 @@ pub struct Fsck {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// First perform the repairs that are safe on a running cluster
+    /// (removing deleted topics' files and segments of superseded epochs
+    /// that no manifest names), and say what was done; then check.
+    #[arg(long)]
+    pub repair: bool,
 }
 
 #[derive(Clone, Debug, clap::Args)]

@@ -148,7 +148,17 @@ mod production {
                 return ExitCode::from(2);
             }
         };
-        let report = match runtime.block_on(broker::fsck::check(&volume)) {
+        let checked = runtime.block_on(async {
+            let repairs = if args.repair {
+                Some(broker::fsck::repair(&volume).await?)
+            } else {
+                None
+            };
+            let mut report = broker::fsck::check(&volume).await?;
+            report.repairs = repairs;
+            Ok::<_, std::io::Error>(report)
+        });
+        let report = match checked {
             Ok(r) => r,
             Err(e) => {
                 eprintln!(

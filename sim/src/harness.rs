@@ -65,6 +65,9 @@ pub struct Options {
     /// Whether the admins setting client quotas and, once the faults heal,
     /// the throttled client run (`quota_setters`).
     pub quotas: bool,
+    /// Whether an operator runs `kaas fsck --repair` during the faults
+    /// (`repairer`).
+    pub repairer: bool,
     /// How the seeded timeline spaces its faults.
     pub pace: Pace,
     /// What fault points in the broker do when reached.
@@ -107,6 +110,7 @@ impl Options {
             security: true,
             movers: true,
             quotas: true,
+            repairer: true,
             patient_producers: true,
             producer_id_block: 3,
             pace: Pace::CLASSIC,
@@ -475,6 +479,20 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .build();
         let session = Session::new("quota-setter-0", opts.brokers, start, history.clone());
         tasks.push(node.spawn(crate::quota_setters::admin(session, faults_end)));
+        clients.push(node);
+    }
+
+    if opts.repairer {
+        let volume: Arc<dyn Vfs> = Arc::new(nfs.host(crate::repairer::HOST));
+        let node = handle
+            .create_node()
+            .name("repairer-0")
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 3, 9)))
+            .build();
+        let history = history.clone();
+        tasks.push(node.spawn(crate::repairer::repairer(
+            volume, history, start, faults_end,
+        )));
         clients.push(node);
     }
 

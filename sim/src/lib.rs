@@ -22,6 +22,7 @@
 //! | `guard` | an admin flipping an ACL on and off while a probe writes the topic it guards |
 //! | `logins` | an admin switching a user's password while a probe logs in with one of them |
 //! | `markers` | admins adding ACLs and users that must all be in the final documents |
+//! | `repairer` | an operator running `kaas fsck --repair` against the live cluster |
 //! | `quota_setters` | admins setting client quotas (AlterClientQuotas) and, once the faults heal, a client fetching past its quota |
 //! | `movers` | admins moving the workload topic's partitions to named brokers (AlterPartitionReassignments, ElectLeaders) |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
@@ -73,6 +74,8 @@ pub mod nfs_hook;
 pub(crate) mod quota_setters;
 #[cfg(not(madsim))]
 pub mod relaunch;
+#[cfg(madsim)]
+pub(crate) mod repairer;
 #[cfg(madsim)]
 pub mod scenario;
 pub mod swarm;

@@ -170,6 +170,7 @@ impl Scenario {
         opts.security = false;
         opts.movers = false;
         opts.quotas = false;
+        opts.repairer = false;
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self

@@ -341,6 +341,12 @@ pub enum Event {
     ReassignFinal {
         found: Option<crate::movers::FinalState>,
     },
+    /// `kaas fsck --repair` (`repairer`) removed these paths; `pending`
+    /// removals it could not make yet.
+    Repaired {
+        removed: Vec<String>,
+        pending: usize,
+    },
     /// A quota admin (`quota_setters`) set (`Some`) or removed (`None`)
     /// quota `key` of `entity`.
     QuotaChange {
@@ -614,6 +620,9 @@ pub fn describe(e: &Event) -> String {
             sent.as_secs_f64()
         ),
         Event::QuotaFinal { found } => format!("quota-final {found:?}"),
+        Event::Repaired { removed, pending } => {
+            format!("repaired removed={removed:?} pending={pending}")
+        }
         Event::QuotaFetched { broker, bytes } => {
             format!("quota-fetched broker={broker} bytes={bytes}")
         }

@@ -10,7 +10,8 @@
 //! (leftover temps of an interrupted replace, staging directories,
 //! tombstones of deleted topics, `.nfs` files of handles still open);
 //! on a stopped cluster they say a cleanup is pending. Read-only: it opens
-//! and lists, it never writes.
+//! and lists, it never writes; `--repair` (`repair`) first performs the
+//! fixes that are safe on a live cluster.
 //!
 //! Checked: topics and their partitions (meta, claims, manifests, segments);
 //! coordinator slots (group and transaction files, superseded epochs);
@@ -19,6 +20,9 @@
 //! files.
 
 mod coordination;
+mod repair;
+
+pub use repair::{Action, Repairs, repair};
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -54,6 +58,9 @@ pub struct Report {
     pub partitions: usize,
     pub files: usize,
     pub findings: Vec<Finding>,
+    /// What `--repair` did before the check, if asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repairs: Option<Repairs>,
 }
 
 impl Report {
@@ -79,7 +86,11 @@ impl Report {
 
     /// The report as an operator reads it.
     pub fn human(&self) -> String {
-        let mut out = String::new();
+        let mut out = self
+            .repairs
+            .as_ref()
+            .map(Repairs::human)
+            .unwrap_or_default();
         let mut sorted = self.findings.clone();
         sorted.sort_by(|a, b| (a.severity, &a.path).cmp(&(b.severity, &b.path)));
         for f in &sorted {
@@ -288,7 +299,8 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
                  or taking over now, or died before naming it"
             } else {
                 "a segment the newest manifest does not name: left by a crash between its \
-                 creation and the manifest, or a removal that did not finish"
+                 creation and the manifest, or a removal that did not finish (`--repair` \
+                 removes it)"
             };
             report.add(Severity::Warning, &dir.join(&e.name), why);
         }

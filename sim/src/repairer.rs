@@ -1,0 +1,32 @@
+//! An operator running `kaas fsck --repair` against the live cluster from
+//! a host of its own, every few seconds while the faults fall. Its repairs
+//! must be safe on a running cluster: one that removed anything a leader
+//! still needs shows as lost-write, missing-segment or fsck-clean.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::rand::Rng;
+use tokio::time::Instant;
+use vfs::Vfs;
+
+use crate::workload::{Event, History};
+
+/// The operator's host of the volume.
+pub const HOST: u32 = 1_001;
+
+pub async fn repairer(volume: Arc<dyn Vfs>, history: History, start: Instant, until: Duration) {
+    while start.elapsed() < until {
+        let pause = madsim::rand::thread_rng().gen_range(3_000..8_000);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if let Ok(r) = broker::fsck::repair(volume.as_ref()).await {
+            history.record(
+                start.elapsed(),
+                Event::Repaired {
+                    removed: r.done.iter().map(|a| a.path.clone()).collect(),
+                    pending: r.pending.len(),
+                },
+            );
+        }
+    }
+}
