@@ -478,6 +478,22 @@ impl Broker {
             .expect("a response")
     }
 
+    /// A produce of `records` to partition 0 as client `client`.
+    async fn produce_as(
+        &self,
+        session: &mut Session,
+        client: &str,
+        records: Bytes,
+    ) -> kafka_protocol::messages::ProduceResponse {
+        let ResponseKind::Produce(r) = self
+            .call_as(session, client, ApiKey::Produce, 9, produce_of(records))
+            .await
+        else {
+            panic!("not a produce response");
+        };
+        r
+    }
+
     async fn alter_quotas(&self, entries: Vec<AlterEntry>) -> Vec<(i16, Option<String>)> {
         let request = AlterClientQuotasRequest::default().with_entries(entries);
         let ResponseKind::AlterClientQuotas(r) = self
@@ -666,36 +682,14 @@ async fn client_quotas_are_kept_and_throttle_their_clients() {
     // 1,000 B/s with a second's burst: a 1,500-byte produce owes 0.5 s.
     let mut session = Session::plaintext("127.0.0.1");
     let big = batch::build((-1, -1, -1), 1_000, &[vec![b'x'; 1_400].as_slice()]);
-    let ResponseKind::Produce(r) = b
-        .call_as(
-            &mut session,
-            "app",
-            ApiKey::Produce,
-            9,
-            produce_of(big.clone()),
-        )
-        .await
-    else {
-        panic!("not a produce response");
-    };
+    let r = b.produce_as(&mut session, "app", big.clone()).await;
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     let owed = big.len() as i32 - 1000;
     assert_eq!(r.throttle_time_ms, owed);
     assert!(session.muted_until.is_some(), "the connection is muted");
     // Another client id is not throttled.
     let mut other = Session::plaintext("127.0.0.1");
-    let ResponseKind::Produce(r) = b
-        .call_as(
-            &mut other,
-            "other",
-            ApiKey::Produce,
-            9,
-            produce_of(big.clone()),
-        )
-        .await
-    else {
-        panic!("not a produce response");
-    };
+    let r = b.produce_as(&mut other, "other", big.clone()).await;
     assert_eq!(r.throttle_time_ms, 0);
     assert!(other.muted_until.is_none());
 
@@ -736,11 +730,6 @@ async fn client_quotas_are_kept_and_throttle_their_clients() {
         .await;
     assert_eq!(outcomes, vec![(0, None)]);
     assert!(b.describe_quotas(vec![], false).await.is_empty());
-    let ResponseKind::Produce(r) = b
-        .call_as(&mut session, "app", ApiKey::Produce, 9, produce_of(big))
-        .await
-    else {
-        panic!("not a produce response");
-    };
+    let r = b.produce_as(&mut session, "app", big).await;
     assert_eq!(r.throttle_time_ms, 0);
 }

@@ -35,7 +35,7 @@ use crate::workload::{Event, PARTITIONS, Session, TOPIC};
 pub const ADMIN_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 7);
 
 /// How long an admin waits for an answer (Kafka's `request.timeout.ms`).
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// NO_REASSIGNMENT_IN_PROGRESS: a cancellation that found nothing to
 /// cancel, which changes nothing and is as definite as an acknowledgement.
@@ -58,6 +58,35 @@ pub enum AdminOutcome {
     Unknown,
 }
 
+impl AdminOutcome {
+    /// What the error code of a change's answer says (`None`: no answer).
+    /// `also_done` are refusals that change nothing and are as definite as
+    /// an acknowledgement.
+    pub(crate) fn of(code: Option<i16>, also_done: &[i16]) -> Self {
+        match code {
+            Some(0) => AdminOutcome::Acked,
+            Some(c) if also_done.contains(&c) => AdminOutcome::Acked,
+            // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
+            Some(7) | Some(56) | None => AdminOutcome::Unknown,
+            Some(c) => AdminOutcome::Refused(c),
+        }
+    }
+}
+
+/// Sends an admin request to a broker picked at random and waits as long
+/// as a Kafka admin client would.
+pub(crate) async fn admin_call(
+    s: &mut Session,
+    api: ApiKey,
+    version: i16,
+    request: RequestKind,
+) -> Result<ResponseKind, crate::client::CallError> {
+    let to = s.any_broker();
+    s.client
+        .call_within(ADMIN_TIMEOUT, to, api, version, request)
+        .await
+}
+
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str(TOPIC))
 }
@@ -75,17 +104,13 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
                         .with_replicas(broker.map(|b| vec![BrokerId(b as i32)])),
                 ]),
         ]);
-    let to = s.any_broker();
-    let answer = s
-        .client
-        .call_within(
-            ADMIN_TIMEOUT,
-            to,
-            ApiKey::AlterPartitionReassignments,
-            0,
-            RequestKind::AlterPartitionReassignments(req),
-        )
-        .await;
+    let answer = admin_call(
+        s,
+        ApiKey::AlterPartitionReassignments,
+        0,
+        RequestKind::AlterPartitionReassignments(req),
+    )
+    .await;
     let code = match answer {
         Ok(ResponseKind::AlterPartitionReassignments(r)) if r.error_code != 0 => Some(r.error_code),
         Ok(ResponseKind::AlterPartitionReassignments(r)) => r
@@ -96,12 +121,7 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
             .map(|p| p.error_code),
         _ => None,
     };
-    let outcome = match code {
-        Some(0) | Some(NO_REASSIGNMENT) => AdminOutcome::Acked,
-        // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
-        Some(7) | Some(56) | None => AdminOutcome::Unknown,
-        Some(c) => AdminOutcome::Refused(c),
-    };
+    let outcome = AdminOutcome::of(code, &[NO_REASSIGNMENT]);
     s.history.record(
         s.now(),
         Event::Reassign {
@@ -117,7 +137,6 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
 /// the moves; only that the broker answers matters (the rules judge the
 /// volume and the assignment).
 async fn look(s: &mut Session, partition: i32, elect: bool) {
-    let to = s.any_broker();
     let (api, version, req) = if elect {
         let req = ElectLeadersRequest::default()
             .with_election_type(0)
@@ -136,10 +155,7 @@ async fn look(s: &mut Session, partition: i32, elect: bool) {
             RequestKind::ListPartitionReassignments(req),
         )
     };
-    let _ = s
-        .client
-        .call_within(ADMIN_TIMEOUT, to, api, version, req)
-        .await;
+    let _ = admin_call(s, api, version, req).await;
 }
 
 async fn step(s: &mut Session) {

@@ -27,7 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use vfs::Vfs;
 
-use crate::movers::AdminOutcome;
+use crate::movers::{AdminOutcome, admin_call};
 use crate::workload::{Event, PARTITIONS, Session, TOPIC};
 
 /// The admins' address.
@@ -43,8 +43,6 @@ pub const FETCH_MAX_BYTES: usize = 32 * 1024;
 /// every broker to apply the quotas.
 const FETCH_FOR: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(3);
-
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The entities the admins change: none matches a workload client.
 fn entities() -> [Entity; 4] {
@@ -116,27 +114,18 @@ async fn alter(s: &mut Session, entity: &Entity, kind: Kind, rate: Option<u64>) 
                     .with_remove(rate.is_none()),
             ]),
     ]);
-    let to = s.any_broker();
-    let answer = s
-        .client
-        .call_within(
-            ADMIN_TIMEOUT,
-            to,
-            ApiKey::AlterClientQuotas,
-            1,
-            RequestKind::AlterClientQuotas(req),
-        )
-        .await;
+    let answer = admin_call(
+        s,
+        ApiKey::AlterClientQuotas,
+        1,
+        RequestKind::AlterClientQuotas(req),
+    )
+    .await;
     let code = match answer {
         Ok(ResponseKind::AlterClientQuotas(r)) => r.entries.first().map(|e| e.error_code),
         _ => None,
     };
-    let outcome = match code {
-        Some(0) => AdminOutcome::Acked,
-        // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
-        Some(7) | Some(56) | None => AdminOutcome::Unknown,
-        Some(c) => AdminOutcome::Refused(c),
-    };
+    let outcome = AdminOutcome::of(code, &[]);
     s.history.record(
         s.now(),
         Event::QuotaChange {
@@ -166,12 +155,8 @@ async fn step(s: &mut Session) {
             alter(s, entity, kind, None).await;
         }
         15..25 => {
-            let to = s.any_broker();
             let req = RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default());
-            let _ = s
-                .client
-                .call_within(ADMIN_TIMEOUT, to, ApiKey::DescribeClientQuotas, 1, req)
-                .await;
+            let _ = admin_call(s, ApiKey::DescribeClientQuotas, 1, req).await;
         }
         _ => {
             alter(s, entity, kind, Some(rate)).await;
