@@ -184,4 +184,21 @@ fn fsck_exit_codes_say_clean_problems_or_unreadable() {
     );
     let missing = run(&scratch.path().join("not-mounted"), false);
     assert_eq!(missing.status.code(), Some(2), "{missing:?}");
+    // --repair removes a deleted topic's leftovers, says so, then checks:
+    // the topic without a meta is not its to fix.
+    #[allow(clippy::disallowed_methods)] // the test's own scratch directory
+    std::fs::create_dir_all(scratch.path().join("topics/.tombstone-gone/0")).expect("mkdir");
+    let repaired = kaas()
+        .arg("--data-dir")
+        .arg(scratch.path())
+        .args(["fsck", "--repair", "--json"])
+        .output()
+        .expect("run kaas fsck --repair");
+    assert_eq!(repaired.status.code(), Some(1), "{repaired:?}");
+    let out = String::from_utf8_lossy(&repaired.stdout);
+    assert!(
+        out.contains("\"repairs\"") && out.contains("topics/.tombstone-gone"),
+        "{out}"
+    );
+    assert!(!scratch.path().join("topics/.tombstone-gone").exists());
 }
