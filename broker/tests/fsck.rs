@@ -245,6 +245,11 @@ async fn group_transaction_and_claim_files_are_checked() {
     write(v, Path::new("producers/block-000000000007"), b"garbage").await;
     vfs.mkdir(Path::new("security")).await.unwrap();
     write(v, Path::new("security/credentials-000000000001"), b"").await;
+    // A foreign generation of a topic name's claim and of a topic's configs.
+    write(v, Path::new("topics/names/orders@7"), b"garbage").await;
+    let topic_dir =
+        broker::layout::topic_dir(&topic::lookup(v, "orders").await.unwrap().unwrap().id);
+    write(v, &topic_dir.join("config-0000000003"), b"torn").await;
 
     let report = check(v).await.unwrap();
     let errors = findings(&report, Severity::Error);
@@ -303,7 +308,21 @@ async fn group_transaction_and_claim_files_are_checked() {
         "{}",
         report.human()
     );
-    assert_eq!(errors.len(), 5, "{}", report.human());
+    assert!(
+        has(&errors, "topics/names/orders@7", "unreadable claim"),
+        "{}",
+        report.human()
+    );
+    assert!(
+        has(
+            &errors,
+            &at(topic_dir.join("config-0000000003")),
+            "unreadable claim"
+        ),
+        "{}",
+        report.human()
+    );
+    assert_eq!(errors.len(), 7, "{}", report.human());
 }
 
 /// `--repair` removes what is safe on a live cluster (a deleted topic's

@@ -169,6 +169,11 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
             }
         }
     }
+    // Topic name claims: a torn generation hides which topic holds a name.
+    let topic_names = Path::new(layout::NAMES_DIR);
+    for name in names(vfs, topic_names, report).await.unwrap_or_default() {
+        claim(vfs, &topic_names.join(name), Payload::Any, report).await;
+    }
     let producers = Path::new(layout::PRODUCERS_DIR);
     for name in names(vfs, producers, report).await.unwrap_or_default() {
         claim(vfs, &producers.join(name), Payload::Any, report).await;
@@ -195,6 +200,15 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
                 &brokers.join(&name),
                 format!("unreadable: {e}"),
             );
+        }
+    }
+}
+
+/// A topic's config versions (`config-<n>`, claims holding the configs).
+pub(super) async fn topic_configs(vfs: &dyn Vfs, topic: &Path, report: &mut Report) {
+    for name in names(vfs, topic, report).await.unwrap_or_default() {
+        if name.starts_with("config-") {
+            claim(vfs, &topic.join(name), Payload::Any, report).await;
         }
     }
 }

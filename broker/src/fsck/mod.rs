@@ -16,8 +16,8 @@
 //! Checked: topics and their partitions (meta, claims, manifests, segments);
 //! coordinator slots (group and transaction files, superseded epochs);
 //! controller claims, assignments, producer id blocks, security versions
-//! and heartbeats (`coordination`); the whole tree for temps and `.nfs`
-//! files.
+//! and heartbeats, topic name claims and topic config versions
+//! (`coordination`); the whole tree for temps and `.nfs` files.
 
 mod coordination;
 mod repair;
@@ -214,6 +214,7 @@ async fn topics(vfs: &dyn Vfs, report: &mut Report) {
             }
         };
         report.topics += 1;
+        coordination::topic_configs(vfs, &path, report).await;
         for p in 0..meta.partitions {
             report.partitions += 1;
             partition(vfs, &layout::partition_dir(&meta.id, p), report).await;
