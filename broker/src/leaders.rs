@@ -42,7 +42,7 @@ impl Leaders {
             configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
-            metrics: crate::metrics::Metrics::new(),
+            metrics: crate::metrics::Metrics::unobserved(),
         }
     }
 

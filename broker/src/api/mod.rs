@@ -207,7 +207,7 @@ impl Api {
             peers: crate::peer::Peers::new(config_broker_id),
             finishing: std::sync::Mutex::new(BTreeSet::new()),
             security,
-            metrics: crate::metrics::Metrics::new(),
+            metrics: crate::metrics::Metrics::unobserved(),
         }
     }
 

@@ -333,7 +333,7 @@ impl Coordinators {
             slots: Mutex::new(BTreeMap::new()),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
             txn_decided: tokio::sync::Notify::new(),
-            metrics: crate::metrics::Metrics::new(),
+            metrics: crate::metrics::Metrics::unobserved(),
         }
     }
 
