@@ -147,6 +147,20 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
+/// A cluster document (ACLs, SCRAM credentials, quotas, preferred leaders)
+/// that could not be changed: the error code and message to answer. A
+/// write not confirmed in time may still land, which the client must hear
+/// as a timeout (retry, then look) rather than as a failure.
+fn document_not_changed(document: &str, e: &std::io::Error) -> (i16, String) {
+    tracing::warn!(error = %e, document, "not changed");
+    let error = if e.kind() == std::io::ErrorKind::TimedOut {
+        ResponseError::RequestTimedOut
+    } else {
+        ResponseError::KafkaStorageError
+    };
+    (code(error), e.to_string())
+}
+
 /// A failed topic lookup: a name Kafka would refuse, or the volume failing.
 fn lookup_error(e: &std::io::Error) -> i16 {
     if e.kind() == std::io::ErrorKind::InvalidInput {

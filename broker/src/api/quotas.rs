@@ -159,10 +159,10 @@ impl Api {
             .flat_map(|t| &t.partition_data)
             .filter_map(|p| p.records.as_ref().map(|r| r.len()))
             .sum();
-        let user = session.principal.name.clone();
+        let user = &session.principal.name;
         let throttle = self
             .quotas
-            .charge(Kind::Produce, &user, client_id(header), bytes);
+            .charge(Kind::Produce, user, client_id(header), bytes);
         self.throttled(session, Kind::Produce, throttle)
     }
 
@@ -174,8 +174,8 @@ impl Api {
         session: &mut Session,
         header: &RequestHeader,
     ) -> Option<FetchResponse> {
-        let user = session.principal.name.clone();
-        let debt = self.quotas.debt(Kind::Fetch, &user, client_id(header));
+        let user = &session.principal.name;
+        let debt = self.quotas.debt(Kind::Fetch, user, client_id(header));
         if debt.is_zero() {
             return None;
         }
@@ -200,10 +200,10 @@ impl Api {
         if bytes == 0 {
             return;
         }
-        let user = session.principal.name.clone();
+        let user = &session.principal.name;
         let throttle = self
             .quotas
-            .charge(Kind::Fetch, &user, client_id(header), bytes);
+            .charge(Kind::Fetch, user, client_id(header), bytes);
         r.throttle_time_ms = self.throttled(session, Kind::Fetch, throttle);
     }
 
@@ -312,13 +312,8 @@ impl Api {
             match self.quotas.change(edit).await {
                 Ok(_) | Err(ChangeError::Refused(Unchanged)) => {}
                 Err(ChangeError::Volume(e)) => {
-                    tracing::warn!(error = %e, "client quotas not changed");
-                    let error = if e.kind() == std::io::ErrorKind::TimedOut {
-                        ResponseError::RequestTimedOut
-                    } else {
-                        ResponseError::KafkaStorageError
-                    };
-                    failed = Some((code(error), Some(e.to_string())));
+                    let (error, message) = super::document_not_changed("client quotas", &e);
+                    failed = Some((error, Some(message)));
                 }
             }
         }

@@ -179,13 +179,8 @@ impl Api {
         let failed = match preferred::change(self.vfs.as_ref(), edit).await {
             Ok(_) | Err(ChangeError::Refused(Unchanged)) => None,
             Err(ChangeError::Volume(e)) => {
-                tracing::warn!(error = %e, "preferred leaders not changed");
-                let error = if e.kind() == std::io::ErrorKind::TimedOut {
-                    ResponseError::RequestTimedOut
-                } else {
-                    ResponseError::KafkaStorageError
-                };
-                Some((code(error), Some(e.to_string())))
+                let (error, message) = super::document_not_changed("preferred leaders", &e);
+                Some((error, Some(message)))
             }
         };
         let missing = lock(&not_in_progress).clone();

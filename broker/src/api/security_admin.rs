@@ -42,10 +42,7 @@ fn text(s: impl Into<String>) -> Option<StrBytes> {
 fn change_failed<E>(e: ChangeError<E>) -> (i16, String) {
     match e {
         ChangeError::Refused(_) => (code(ResponseError::InvalidRequest), "refused".into()),
-        ChangeError::Volume(e) => {
-            tracing::warn!(error = %e, "security change failed");
-            (code(ResponseError::KafkaStorageError), e.to_string())
-        }
+        ChangeError::Volume(e) => super::document_not_changed("security", &e),
     }
 }
 

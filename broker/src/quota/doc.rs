@@ -144,31 +144,45 @@ impl ClientQuotas {
     /// user and default client, default user alone, client id alone,
     /// default client alone.
     pub fn resolve(&self, kind: Kind, user: &str, client_id: &str) -> Option<(Budget, u64)> {
-        let named = |n: &str| Some(Name::Named(n.to_owned()));
-        let default = || Some(Name::Default);
-        let order = [
-            (named(user), named(client_id)),
-            (named(user), default()),
-            (named(user), None),
-            (default(), named(client_id)),
-            (default(), default()),
-            (default(), None),
-            (None, named(client_id)),
-            (None, default()),
-        ];
-        order.into_iter().find_map(|(u, c)| {
-            let rate = self
-                .get(&Entity {
-                    user: u.clone(),
-                    client_id: c.clone(),
-                })?
-                .get(kind)?;
-            let budget = Budget {
-                user: u.map(|_| user.to_owned()),
-                client_id: c.map(|_| client_id.to_owned()),
-            };
-            Some((budget, rate))
-        })
+        // Every produce and fetch asks: one pass over the (operator-sized)
+        // list, nothing allocated unless a quota applies.
+        let (_, entity, rate) = self
+            .entries
+            .iter()
+            .filter_map(|(e, l)| {
+                let rank = precedence(e, user, client_id)?;
+                Some((rank, e, l.get(kind)?))
+            })
+            .min_by_key(|(rank, _, _)| *rank)?;
+        let budget = Budget {
+            user: entity.user.as_ref().map(|_| user.to_owned()),
+            client_id: entity.client_id.as_ref().map(|_| client_id.to_owned()),
+        };
+        Some((budget, rate))
+    }
+}
+
+/// Where `entity` stands in Kafka's order of precedence for a connection of
+/// `user` and `client_id` (0 first); `None` if it does not match it.
+fn precedence(entity: &Entity, user: &str, client_id: &str) -> Option<u8> {
+    // 0 named, 1 default, 2 absent; `None` names someone else.
+    let side = |name: &Option<Name>, own: &str| match name {
+        Some(Name::Named(n)) if n == own => Some(0u8),
+        Some(Name::Named(_)) => None,
+        Some(Name::Default) => Some(1),
+        None => Some(2),
+    };
+    let (u, c) = (
+        side(&entity.user, user)?,
+        side(&entity.client_id, client_id)?,
+    );
+    match (u, c) {
+        // An entity names a user, a client id or both.
+        (2, 2) => None,
+        // The user decides first, then the client id; a client id
+        // alone comes after every user entry.
+        (2, c) => Some(6 + c),
+        (u, c) => Some(u * 3 + c),
     }
 }
 
@@ -240,6 +254,40 @@ mod tests {
         q.set(&entity(Some(Some("alice")), None), Kind::Produce, None);
         assert_eq!(q.get(&entity(Some(Some("alice")), None)), None);
         assert_eq!(q.entries.len(), 2);
+    }
+
+    #[test]
+    fn kafkas_eight_levels_of_precedence() {
+        let (alice, app) = (Some(Some("alice")), Some(Some("app")));
+        let order = [
+            entity(alice, app),
+            entity(alice, Some(None)),
+            entity(alice, None),
+            entity(Some(None), app),
+            entity(Some(None), Some(None)),
+            entity(Some(None), None),
+            entity(None, app),
+            entity(None, Some(None)),
+        ];
+        let mut q = ClientQuotas::default();
+        // Others' entries never match alice's app.
+        q.set(&entity(Some(Some("bob")), app), Kind::Produce, Some(1000));
+        q.set(
+            &entity(alice, Some(Some("other"))),
+            Kind::Produce,
+            Some(1000),
+        );
+        for (rank, e) in order.iter().enumerate().rev() {
+            q.set(e, Kind::Produce, Some(rank as u64 + 1));
+        }
+        for (rank, e) in order.iter().enumerate() {
+            let (budget, rate) = q.resolve(Kind::Produce, "alice", "app").unwrap();
+            assert_eq!(rate, rank as u64 + 1, "{e:?} comes at {rank}");
+            assert_eq!(budget.user.is_some(), e.user.is_some());
+            assert_eq!(budget.client_id.is_some(), e.client_id.is_some());
+            q.set(e, Kind::Produce, None);
+        }
+        assert_eq!(q.resolve(Kind::Produce, "alice", "app"), None);
     }
 
     #[tokio::test]

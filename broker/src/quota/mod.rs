@@ -82,8 +82,7 @@ impl Quotas {
     /// How long a client must still wait before `kind` may spend again:
     /// a fetch of a client in debt is answered empty.
     pub fn debt(&self, kind: Kind, user: &str, client_id: &str) -> Duration {
-        let (_, doc) = self.applied();
-        match doc.resolve(kind, user, client_id) {
+        match self.resolve(kind, user, client_id) {
             Some((budget, rate)) => self.buckets.debt(kind, &budget, rate, Instant::now()),
             None => Duration::ZERO,
         }
@@ -92,12 +91,16 @@ impl Quotas {
     /// Spends `bytes` of the client's `kind` budget; how long it is
     /// throttled for.
     pub fn charge(&self, kind: Kind, user: &str, client_id: &str, bytes: usize) -> Duration {
-        let (_, doc) = self.applied();
-        match doc.resolve(kind, user, client_id) {
+        match self.resolve(kind, user, client_id) {
             Some((budget, rate)) => self
                 .buckets
                 .spend(kind, &budget, rate, bytes, Instant::now()),
             None => Duration::ZERO,
         }
+    }
+
+    fn resolve(&self, kind: Kind, user: &str, client_id: &str) -> Option<(doc::Budget, u64)> {
+        let a = self.applied.read().unwrap_or_else(|p| p.into_inner());
+        a.1.resolve(kind, user, client_id)
     }
 }
