@@ -196,15 +196,13 @@ pub async fn final_state(
     deadline: Duration,
 ) -> Option<FinalState> {
     use broker::cluster::assignment::AssignmentReader;
-    use broker::cluster::preferred::PreferredReader;
+    use broker::cluster::preferred;
     let id = broker::log::topic::lookup(volume, TOPIC).await.ok()??.id;
     let mut assignments = AssignmentReader::default();
     loop {
-        let doc = PreferredReader::default()
-            .refresh(volume)
-            .await
-            .ok()?
-            .clone();
+        let reader = preferred::reader();
+        reader.refresh(volume).await.ok()?;
+        let (_, doc) = reader.get();
         let pins: BTreeMap<i32, u32> = (0..PARTITIONS)
             .filter_map(|p| doc.get(&id, p as u32).map(|b| (p, b)))
             .collect();

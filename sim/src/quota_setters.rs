@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use broker::quota::{ClientQuotas, Entity, Kind, Name};
+use broker::security::applied::Applied;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
@@ -267,11 +268,9 @@ pub async fn throttled_fetcher(mut s: Session, quota_acked: bool) {
 /// Every quota in the newest complete version on the volume, by (entity,
 /// key); `None` if it cannot be read.
 pub async fn final_state(volume: &dyn Vfs) -> Option<BTreeMap<(String, &'static str), u64>> {
-    let doc: ClientQuotas = broker::quota::doc::newer_than(volume, 0)
-        .await
-        .ok()?
-        .map(|(_, d)| d)
-        .unwrap_or_default();
+    let applied = Applied::<ClientQuotas>::new(broker::quota::doc::doc());
+    applied.refresh(volume).await.ok()?;
+    let (_, doc) = applied.get();
     Some(
         doc.entries
             .iter()

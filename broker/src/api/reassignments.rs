@@ -34,7 +34,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{Api, code, lock, name_of, topic_name};
 use crate::cluster::assignment::Assignment;
-use crate::cluster::preferred::{self, PreferredLeaders, PreferredReader};
+use crate::cluster::preferred::{self, PreferredLeaders};
 use crate::log::topic;
 use crate::security::versioned::ChangeError;
 
@@ -201,9 +201,9 @@ impl Api {
 
     /// The preferred leaders as on the volume now.
     async fn read_preferred(&self) -> Result<PreferredLeaders, (i16, String)> {
-        let mut reader = PreferredReader::default();
+        let reader = preferred::reader();
         match reader.refresh(self.vfs.as_ref()).await {
-            Ok(doc) => Ok(doc.clone()),
+            Ok(_) => Ok((*reader.get().1).clone()),
             Err(e) => Err((code(ResponseError::KafkaStorageError), e.to_string())),
         }
     }

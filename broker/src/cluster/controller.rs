@@ -78,7 +78,7 @@ impl ControllerAgent {
             reader: AssignmentReader::default(),
             leaving: false,
             partitions: None,
-            preferred: PreferredReader::default(),
+            preferred: super::preferred::reader(),
             preferred_read: None,
         }
     }
@@ -381,7 +381,7 @@ impl ControllerAgent {
             })
             .map(|(b, _)| *b)
             .collect();
-        let preferred = self.preferred.doc().as_map();
+        let preferred = self.preferred.get().1.as_map();
         let mut placed =
             placement::place_preferring(&prev_map, live, &restarted, partitions, &preferred);
         let none = BTreeMap::new();

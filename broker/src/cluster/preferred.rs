@@ -14,14 +14,14 @@
 //! created again under its name does not inherit them.
 
 use std::collections::BTreeMap;
-use std::io;
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 
 use super::placement::PartitionKey;
 use crate::layout;
-use crate::security::versioned::{ChangeError, Family, Versioned, decode};
+use crate::security::applied::Applied;
+use crate::security::versioned::{ChangeError, Family, Versioned};
 
 /// The document: topic id -> partition -> preferred broker.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,30 +78,11 @@ pub async fn change<E>(
 }
 
 /// Follows the document and never goes back to an older version.
-#[derive(Default)]
-pub struct PreferredReader {
-    version: u64,
-    doc: PreferredLeaders,
-}
+pub type PreferredReader = Applied<PreferredLeaders>;
 
-impl PreferredReader {
-    pub fn version(&self) -> u64 {
-        self.version
-    }
-
-    pub fn doc(&self) -> &PreferredLeaders {
-        &self.doc
-    }
-
-    /// Reads the newest complete version above the one applied, if any.
-    /// On an error, what was applied stays.
-    pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<&PreferredLeaders> {
-        if let Some(v) = doc().newer_than(vfs, self.version).await? {
-            self.doc = decode(NAME, &v)?;
-            self.version = v.number;
-        }
-        Ok(&self.doc)
-    }
+/// A reader at version 0 (no preferences) until it refreshes.
+pub fn reader() -> PreferredReader {
+    Applied::new(doc())
 }
 
 #[cfg(test)]
@@ -115,8 +96,9 @@ mod tests {
         v.mkdir(std::path::Path::new(layout::CLUSTER_DIR))
             .await
             .unwrap();
-        let mut r = PreferredReader::default();
-        assert_eq!(r.refresh(&v).await.unwrap(), &PreferredLeaders::default());
+        let r = reader();
+        assert!(!r.refresh(&v).await.unwrap());
+        assert_eq!(*r.get().1, PreferredLeaders::default());
         change::<()>(&v, |d| {
             d.set("t", 0, Some(2));
             d.set("t", 1, Some(1));
@@ -130,13 +112,14 @@ mod tests {
         })
         .await
         .unwrap();
-        let doc = r.refresh(&v).await.unwrap().clone();
-        assert_eq!(r.version(), 2);
+        assert!(r.refresh(&v).await.unwrap());
+        let (version, doc) = r.get();
+        assert_eq!(version, 2);
         assert_eq!(doc.get("t", 0), Some(2));
         assert_eq!(doc.get("t", 1), None);
         assert_eq!(doc.as_map(), BTreeMap::from([(("t".to_owned(), 0), 2)]));
         // Removing the last entry of a topic drops the topic.
-        let mut d = doc;
+        let mut d = (*doc).clone();
         assert_eq!(d.set("t", 0, None), Some(2));
         assert!(d.topics.is_empty());
     }

@@ -163,11 +163,7 @@ async fn read(which: usize, vfs: Arc<dyn Vfs>, topic_id: &str) {
                 .allocate()
                 .await,
         ),
-        13 => drop(
-            crate::cluster::preferred::PreferredReader::default()
-                .refresh(v)
-                .await,
-        ),
+        13 => drop(crate::cluster::preferred::reader().refresh(v).await),
         _ => {
             let quotas = crate::quota::Quotas::new(vfs.clone());
             if quotas.refresh().await.is_ok() {

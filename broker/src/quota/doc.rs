@@ -10,13 +10,11 @@
 //! clients.
 
 use std::collections::BTreeMap;
-use std::io;
 
 use serde::{Deserialize, Serialize};
-use vfs::Vfs;
 
 use crate::layout;
-use crate::security::versioned::{ChangeError, Family, Versioned, decode};
+use crate::security::versioned::{Family, Versioned};
 
 /// One side of an entity: a named user or client id, or the default.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -192,26 +190,12 @@ pub fn doc() -> Versioned {
     Versioned::new(layout::CLUSTER_DIR, NAME).in_family(Family::Quotas)
 }
 
-/// Applies `edit` to the newest document and writes it as the next version.
-pub async fn change<E>(
-    vfs: &dyn Vfs,
-    edit: impl Fn(&mut ClientQuotas) -> Result<(), E>,
-) -> Result<(u64, ClientQuotas), ChangeError<E>> {
-    doc().change(vfs, edit).await
-}
-
-/// The newest complete version above `known`, decoded.
-pub async fn newer_than(vfs: &dyn Vfs, known: u64) -> io::Result<Option<(u64, ClientQuotas)>> {
-    match doc().newer_than(vfs, known).await? {
-        Some(v) => Ok(Some((v.number, decode(NAME, &v)?))),
-        None => Ok(None),
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::security::applied::Applied;
+    use vfs::Vfs;
 
     fn entity(user: Option<Option<&str>>, client: Option<Option<&str>>) -> Entity {
         Entity {
@@ -297,15 +281,19 @@ mod tests {
             .await
             .unwrap();
         let e = entity(None, Some(Some("app")));
-        change::<()>(&v, |d| {
-            d.set(&e, Kind::Fetch, Some(1 << 20));
-            Ok(())
-        })
-        .await
-        .unwrap();
-        let (n, doc) = newer_than(&v, 0).await.unwrap().unwrap();
+        let writer = Applied::<ClientQuotas>::new(doc());
+        let reader = Applied::<ClientQuotas>::new(doc());
+        writer
+            .change::<()>(&v, |d| {
+                d.set(&e, Kind::Fetch, Some(1 << 20));
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(reader.refresh(&v).await.unwrap());
+        let (n, doc) = reader.get();
         assert_eq!(n, 1);
         assert_eq!(doc.get(&e).unwrap().consumer_byte_rate, Some(1 << 20));
-        assert!(newer_than(&v, 1).await.unwrap().is_none());
+        assert!(!reader.refresh(&v).await.unwrap());
     }
 }

@@ -7,19 +7,20 @@ pub mod doc;
 pub mod throttle;
 
 use std::io;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use vfs::Vfs;
 
+use crate::security::applied::Applied;
 use crate::security::versioned::ChangeError;
 pub use doc::{ClientQuotas, Entity, Kind, Limits, Name};
 
 /// The quotas applied on this broker and what each budget has spent.
 pub struct Quotas {
     vfs: Arc<dyn Vfs>,
-    applied: RwLock<(u64, Arc<ClientQuotas>)>,
+    applied: Applied<ClientQuotas>,
     buckets: throttle::Buckets,
 }
 
@@ -27,34 +28,25 @@ impl Quotas {
     pub fn new(vfs: Arc<dyn Vfs>) -> Self {
         Self {
             vfs,
-            applied: RwLock::new((0, Arc::default())),
+            applied: Applied::new(doc::doc()),
             buckets: throttle::Buckets::default(),
         }
     }
 
     /// The document applied here and its version.
     pub fn applied(&self) -> (u64, Arc<ClientQuotas>) {
-        let a = self.applied.read().unwrap_or_else(|p| p.into_inner());
-        (a.0, a.1.clone())
+        self.applied.get()
     }
 
-    fn install(&self, version: u64, doc: ClientQuotas) {
-        let mut a = self.applied.write().unwrap_or_else(|p| p.into_inner());
-        if version > a.0 {
+    /// Applies the newest version on the volume, if newer.
+    pub async fn refresh(&self) -> io::Result<()> {
+        if self.applied.refresh(self.vfs.as_ref()).await? {
+            let (version, doc) = self.applied.get();
             tracing::info!(
                 version,
                 entries = doc.entries.len(),
                 "client quotas applied"
             );
-            *a = (version, Arc::new(doc));
-        }
-    }
-
-    /// Applies the newest version on the volume, if newer.
-    pub async fn refresh(&self) -> io::Result<()> {
-        let known = self.applied().0;
-        if let Some((n, doc)) = doc::newer_than(self.vfs.as_ref(), known).await? {
-            self.install(n, doc);
         }
         Ok(())
     }
@@ -73,10 +65,8 @@ impl Quotas {
     pub async fn change<E>(
         &self,
         edit: impl Fn(&mut ClientQuotas) -> Result<(), E>,
-    ) -> Result<(u64, ClientQuotas), ChangeError<E>> {
-        let (n, doc) = doc::change(self.vfs.as_ref(), edit).await?;
-        self.install(n, doc.clone());
-        Ok((n, doc))
+    ) -> Result<(u64, Arc<ClientQuotas>), ChangeError<E>> {
+        self.applied.change(self.vfs.as_ref(), edit).await
     }
 
     /// How long a client must still wait before `kind` may spend again:
@@ -100,7 +90,6 @@ impl Quotas {
     }
 
     fn resolve(&self, kind: Kind, user: &str, client_id: &str) -> Option<(doc::Budget, u64)> {
-        let a = self.applied.read().unwrap_or_else(|p| p.into_inner());
-        a.1.resolve(kind, user, client_id)
+        self.applied.with(|doc| doc.resolve(kind, user, client_id))
     }
 }

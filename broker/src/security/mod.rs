@@ -20,7 +20,7 @@
 //! made itself); it never installs a version older than the one it has.
 
 use std::io;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use vfs::Vfs;
@@ -28,6 +28,7 @@ use vfs::Vfs;
 use crate::layout;
 
 pub mod acl;
+pub mod applied;
 pub mod credentials;
 pub mod listeners;
 pub mod principal;
@@ -39,11 +40,12 @@ pub mod tls_files;
 pub mod versioned;
 
 pub use acl::{AclSet, AuthorizerConfig, Operation, ResourceType};
+use applied::Applied;
 pub use credentials::{Credential, Credentials, Mechanism};
 pub use listeners::{Listener, SecurityProtocol};
 pub use principal::Principal;
 pub use session::{Session, Who};
-use versioned::{ChangeError, Versioned, decode};
+use versioned::{ChangeError, Versioned};
 
 /// The SASL mechanisms a broker can offer.
 pub const MECHANISMS: &[&str] = &["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"];
@@ -80,48 +82,12 @@ fn acls_doc() -> Versioned {
     Versioned::new(layout::SECURITY_DIR, "acls")
 }
 
-/// A document as applied here: its version and contents.
-struct Applied<T> {
-    version: u64,
-    doc: Arc<T>,
-}
-
-impl<T: Default> Default for Applied<T> {
-    fn default() -> Self {
-        Self {
-            version: 0,
-            doc: Arc::new(T::default()),
-        }
-    }
-}
-
 /// The security state one broker shares among its connections.
 pub struct Security {
     vfs: Arc<dyn Vfs>,
     pub config: SecurityConfig,
-    credentials: RwLock<Applied<Credentials>>,
-    acls: RwLock<Applied<AclSet>>,
-}
-
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Installs `doc` as version `version` unless a newer one is applied.
-fn install<T>(slot: &RwLock<Applied<T>>, version: u64, doc: T) -> bool {
-    let mut s = write(slot);
-    if version <= s.version {
-        return false;
-    }
-    *s = Applied {
-        version,
-        doc: Arc::new(doc),
-    };
-    true
+    credentials: Applied<Credentials>,
+    acls: Applied<AclSet>,
 }
 
 impl Security {
@@ -129,46 +95,33 @@ impl Security {
         Self {
             vfs,
             config,
-            credentials: RwLock::default(),
-            acls: RwLock::default(),
+            credentials: Applied::new(credentials_doc()),
+            acls: Applied::new(acls_doc()),
         }
     }
 
     pub fn credentials(&self) -> Arc<Credentials> {
-        read(&self.credentials).doc.clone()
+        self.credentials.get().1
     }
 
     /// The credentials applied here and their version.
     pub fn credentials_at(&self) -> (u64, Arc<Credentials>) {
-        let c = read(&self.credentials);
-        (c.version, c.doc.clone())
+        self.credentials.get()
     }
 
     /// The ACLs applied here and their version.
     pub fn acls(&self) -> (u64, Arc<AclSet>) {
-        let a = read(&self.acls);
-        (a.version, a.doc.clone())
+        self.acls.get()
     }
 
     pub async fn refresh_credentials(&self) -> io::Result<()> {
-        let known = read(&self.credentials).version;
-        if let Some(v) = credentials_doc()
-            .newer_than(self.vfs.as_ref(), known)
-            .await?
-        {
-            let doc = decode("credentials", &v)?;
-            install(&self.credentials, v.number, doc);
-        }
+        self.credentials.refresh(self.vfs.as_ref()).await?;
         Ok(())
     }
 
     pub async fn refresh_acls(&self) -> io::Result<()> {
-        let known = read(&self.acls).version;
-        if let Some(v) = acls_doc().newer_than(self.vfs.as_ref(), known).await? {
-            let doc: AclSet = decode("acls", &v)?;
-            if install(&self.acls, v.number, doc) {
-                tracing::info!(version = v.number, "ACLs applied");
-            }
+        if self.acls.refresh(self.vfs.as_ref()).await? {
+            tracing::info!(version = self.acls.get().0, "ACLs applied");
         }
         Ok(())
     }
@@ -198,8 +151,7 @@ impl Security {
         edit: impl Fn(&mut Credentials) -> Result<(), E>,
     ) -> Result<(), ChangeError<E>> {
         ensure_dir(self.vfs.as_ref()).await?;
-        let (version, doc) = credentials_doc().change(self.vfs.as_ref(), edit).await?;
-        install(&self.credentials, version, doc);
+        self.credentials.change(self.vfs.as_ref(), edit).await?;
         Ok(())
     }
 
@@ -209,8 +161,7 @@ impl Security {
         edit: impl Fn(&mut AclSet) -> Result<(), E>,
     ) -> Result<u64, ChangeError<E>> {
         ensure_dir(self.vfs.as_ref()).await?;
-        let (version, doc) = acls_doc().change(self.vfs.as_ref(), edit).await?;
-        install(&self.acls, version, doc);
+        let (version, _) = self.acls.change(self.vfs.as_ref(), edit).await?;
         Ok(version)
     }
 

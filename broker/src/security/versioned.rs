@@ -126,6 +126,10 @@ impl Versioned {
         &self.dir
     }
 
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
     fn path(&self, n: u64) -> PathBuf {
         self.dir.join(format!("{}-{n:012}", self.name))
     }
