@@ -1,7 +1,8 @@
 //! An operator running `kaas fsck --repair` against the live cluster from
-//! a host of its own, every few seconds while the faults fall. Its repairs
-//! must be safe on a running cluster: one that removed anything a leader
-//! still needs shows as lost-write, missing-segment or fsck-clean.
+//! a host of its own, every few seconds or back to back, while the faults
+//! fall. Its repairs must be safe on a running cluster: one that removed
+//! anything a leader still needs shows as lost-write, missing-segment or
+//! fsck-clean.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,16 @@ use crate::workload::{Event, History};
 pub const HOST: u32 = 1_001;
 
 pub async fn repairer(volume: Arc<dyn Vfs>, history: History, start: Instant, until: Duration) {
+    // Half the seeds, a periodic job; the other half, an operator running
+    // it in a loop, so that a repair lands inside the few milliseconds of
+    // a leader's segment roll (file created, manifest not yet naming it).
+    let every = if madsim::rand::thread_rng().gen_bool(0.5) {
+        3_000..8_000
+    } else {
+        50..500
+    };
     while start.elapsed() < until {
-        let pause = madsim::rand::thread_rng().gen_range(3_000..8_000);
+        let pause = madsim::rand::thread_rng().gen_range(every.clone());
         tokio::time::sleep(Duration::from_millis(pause)).await;
         if let Ok(r) = broker::fsck::repair(volume.as_ref()).await {
             history.record(
