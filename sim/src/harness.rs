@@ -599,30 +599,43 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             .build()
             .spawn(crate::markers::final_applied(s, acked, deadline))
     });
-    // A client over its quota fetches as fast as it can, alongside.
+    // Clients over their quotas fetch and produce as fast as they can,
+    // alongside.
     let throttled = opts.quotas.then(|| {
-        let acked = history.events().into_iter().any(|(_, e)| {
-            matches!(
-                e,
-                Event::QuotaChange {
-                    entity,
-                    outcome: crate::movers::AdminOutcome::Acked,
-                    ..
-                } if entity == format!("client-id={}", crate::quota_setters::THROTTLED)
-            )
-        });
-        let s = Session::new(
-            crate::quota_setters::THROTTLED,
-            opts.brokers,
-            start,
-            history.clone(),
-        );
-        handle
+        let acked = |client: &str| {
+            let entity = format!("client-id={client}");
+            history.events().into_iter().any(|(_, e)| {
+                matches!(
+                    e,
+                    Event::QuotaChange {
+                        entity: ref named,
+                        outcome: crate::movers::AdminOutcome::Acked,
+                        ..
+                    } if *named == entity
+                )
+            })
+        };
+        let client = |name: &str| Session::new(name, opts.brokers, start, history.clone());
+        let fetcher = handle
             .create_node()
             .name("final-quota-fetcher")
             .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 4)))
             .build()
-            .spawn(crate::quota_setters::throttled_fetcher(s, acked))
+            .spawn(crate::quota_setters::throttled_fetcher(
+                client(crate::quota_setters::THROTTLED),
+                acked(crate::quota_setters::THROTTLED),
+            ));
+        let producer = handle
+            .create_node()
+            .name("final-quota-producer")
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 5)))
+            .build()
+            .spawn(crate::quota_setters::throttled_producer(
+                client(crate::quota_setters::THROTTLED_PRODUCER),
+                acked(crate::quota_setters::THROTTLED_PRODUCER),
+                deadline,
+            ));
+        (fetcher, producer)
     });
     let logs = reader
         .spawn(async move {
@@ -640,8 +653,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     if let Some(t) = acls_applied {
         let _ = t.await;
     }
-    if let Some(t) = throttled {
-        let _ = t.await;
+    if let Some((fetcher, producer)) = throttled {
+        let _ = fetcher.await;
+        let _ = producer.await;
     }
     // Deletions must finish within the same deadline.
     let deleted: Vec<Deletion> = history

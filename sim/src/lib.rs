@@ -23,7 +23,7 @@
 //! | `logins` | an admin switching a user's password while a probe logs in with one of them |
 //! | `markers` | admins adding ACLs and users that must all be in the final documents |
 //! | `repairer` | an operator running `kaas fsck --repair` against the live cluster |
-//! | `quota_setters` | admins setting client quotas (AlterClientQuotas) and, once the faults heal, a client fetching past its quota |
+//! | `quota_setters` | admins setting client quotas (AlterClientQuotas) and, once the faults heal, a client fetching and another producing past their quotas |
 //! | `movers` | admins moving the workload topic's partitions to named brokers (AlterPartitionReassignments, ElectLeaders) |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |

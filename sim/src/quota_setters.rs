@@ -3,15 +3,18 @@
 //! send AlterClientQuotas through brokers picked at random, every second
 //! or few, with now and then a DescribeClientQuotas, while the faults
 //! fall. The quotas they set name clients and users the workload does not
-//! use, except one: a consumer_byte_rate for [`THROTTLED`], set first and
-//! never changed. Once the faults heal, a client of that name fetches the
-//! workload topic as fast as it can, ignoring its throttle, and every
-//! answer's bytes are counted per broker.
+//! use, except two, set first and never changed: a consumer_byte_rate for
+//! [`THROTTLED`] and a producer_byte_rate for [`THROTTLED_PRODUCER`]. Once
+//! the faults heal, a client of the first name fetches the workload topic
+//! as fast as it can, ignoring its throttle, and every answer's bytes are
+//! counted per broker; a client of the second produces to a topic of its
+//! own ([`QUOTA_TOPIC`]) back to back, and what its log holds afterwards is
+//! what the brokers let through.
 //!
 //! Rules (checker `quotas`): quota-change-lost, each quota on the volume
 //! after the run is one an acknowledged request (or one that may still
-//! have landed) set; quota-exceeded, no broker let the throttled client
-//! fetch more than its rate allows.
+//! have landed) set; quota-exceeded, no broker let a throttled client
+//! fetch or produce more than its rate allows.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -38,6 +41,13 @@ pub const ADMIN_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 3, 8);
 pub const THROTTLED: &str = "quota-throttled";
 /// Its consumer_byte_rate.
 pub const THROTTLED_RATE: u64 = 4096;
+/// The client whose produce requests are throttled once the faults heal,
+/// and the topic (one partition) it writes. Its producer_byte_rate is
+/// [`THROTTLED_RATE`].
+pub const THROTTLED_PRODUCER: &str = "quota-throttled-producer";
+pub const QUOTA_TOPIC: &str = "quota-produced";
+/// The value of each of its records (one per request).
+const PRODUCED_VALUE: usize = 1024;
 /// The most one fetch answer carries.
 pub const FETCH_MAX_BYTES: usize = 32 * 1024;
 /// How long the throttled client fetches, and how long it waits first for
@@ -168,14 +178,19 @@ async fn step(s: &mut Session) {
 /// Sets the throttled client's quota, then changes the others until
 /// `until`, two admins at once.
 pub async fn admin(mut s: Session, until: Duration) {
-    let throttled = Entity {
-        user: None,
-        client_id: Some(Name::Named(THROTTLED.to_owned())),
-    };
-    while s.now() < until
-        && alter(&mut s, &throttled, Kind::Fetch, Some(THROTTLED_RATE)).await != AdminOutcome::Acked
-    {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    for (client, kind) in [
+        (THROTTLED, Kind::Fetch),
+        (THROTTLED_PRODUCER, Kind::Produce),
+    ] {
+        let throttled = Entity {
+            user: None,
+            client_id: Some(Name::Named(client.to_owned())),
+        };
+        while s.now() < until
+            && alter(&mut s, &throttled, kind, Some(THROTTLED_RATE)).await != AdminOutcome::Acked
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
     let mut other = s.twin("quota-setter-twin");
     while s.now() < until {
@@ -263,6 +278,71 @@ pub async fn throttled_fetcher(mut s: Session, quota_acked: bool) {
             rate: THROTTLED_RATE,
         },
     );
+}
+
+/// Once the faults healed: produces one record at a time to
+/// [`QUOTA_TOPIC`] as [`THROTTLED_PRODUCER`], back to back without waiting
+/// out any throttle, then reads how many records its log holds. Does
+/// nothing if the quota was never acknowledged.
+pub async fn throttled_producer(mut s: Session, quota_acked: bool, deadline: Duration) {
+    if !quota_acked {
+        return;
+    }
+    let settled = s.now() + SETTLE;
+    while !s.create_topic(QUOTA_TOPIC, 1).await {
+        if s.now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(settled.saturating_sub(s.now())).await;
+    let value = vec![b'q'; PRODUCED_VALUE];
+    let batch = broker::log::batch::build((-1, -1, -1), broker::clock::now_ms(), &[&value]);
+    // The window opens at the first record appended: a new topic may wait
+    // for its leader.
+    let (mut leaders, mut unanswered) = (std::collections::BTreeSet::new(), 0);
+    loop {
+        if s.now() + FETCH_FOR >= deadline {
+            return;
+        }
+        match s.produce(QUOTA_TOPIC, 0, batch.clone()).await {
+            Ok((0, _, broker)) => {
+                leaders.insert(broker);
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(()) => unanswered += 1,
+        }
+    }
+    let from = s.now();
+    while s.now() < from + FETCH_FOR {
+        match s.produce(QUOTA_TOPIC, 0, batch.clone()).await {
+            Ok((0, _, broker)) => {
+                leaders.insert(broker);
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(()) => unanswered += 1,
+        }
+    }
+    let to = s.now();
+    while s.now() < deadline {
+        if let Some(end) = s.list_offset(QUOTA_TOPIC, 0, -1).await {
+            s.history.record(
+                s.now(),
+                Event::QuotaProduced {
+                    from,
+                    to,
+                    rate: THROTTLED_RATE,
+                    batch_bytes: batch.len(),
+                    appended: end.max(0) as usize,
+                    leaders: leaders.len(),
+                    unanswered,
+                },
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// Every quota in the newest complete version on the volume, by (entity,

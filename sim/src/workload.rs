@@ -371,6 +371,21 @@ pub enum Event {
         to: Duration,
         rate: u64,
     },
+    /// The throttled producer (`quota_setters`) wrote one record of
+    /// `batch_bytes` per request from `from` to `to`, with a
+    /// producer_byte_rate of `rate` in force since before `from`: its log
+    /// holds `appended` records afterwards. `leaders` brokers answered it
+    /// and `unanswered` requests went unanswered (each may still have been
+    /// appended, on a connection the client then gave up).
+    QuotaProduced {
+        from: Duration,
+        to: Duration,
+        rate: u64,
+        batch_bytes: usize,
+        appended: usize,
+        leaders: usize,
+        unanswered: usize,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -626,6 +641,20 @@ pub fn describe(e: &Event) -> String {
         Event::QuotaFetched { broker, bytes } => {
             format!("quota-fetched broker={broker} bytes={bytes}")
         }
+        Event::QuotaProduced {
+            from,
+            to,
+            rate,
+            batch_bytes,
+            appended,
+            leaders,
+            unanswered,
+        } => format!(
+            "quota-produced {:.3}s..{:.3}s rate={rate} batch={batch_bytes} appended={appended} \
+             leaders={leaders} unanswered={unanswered}",
+            from.as_secs_f64(),
+            to.as_secs_f64()
+        ),
         Event::QuotaWindow { from, to, rate } => format!(
             "quota-window {:.3}s..{:.3}s rate={rate}",
             from.as_secs_f64(),

@@ -374,7 +374,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
                 outcome: crate::movers::AdminOutcome::Acked,
                 ..
             } => &[I::QuotaChangeLost],
-            Event::QuotaWindow { .. } => &[I::QuotaExceeded],
+            Event::QuotaWindow { .. } | Event::QuotaProduced { .. } => &[I::QuotaExceeded],
             _ => &[],
         };
         for k in keys {

@@ -9,7 +9,12 @@
 //! budget saves up at most that), plus two answers (one under way when
 //! the window opened, one per connection the client opened after its
 //! call timed out on a muted one: at most one answer in debt each, and
-//! the client reconnects about every four seconds).
+//! the client reconnects about every four seconds). Likewise each broker
+//! that led the throttled producer's partition appends at most its rate
+//! over the window plus one second's burst, plus one request per
+//! connection (a produce is appended before it is throttled, and a new
+//! connection is not muted): two, and one per request that went
+//! unanswered.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,6 +47,30 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             Event::QuotaFinal { found: f } => found = Some(f.clone()),
             Event::QuotaFetched { broker, bytes } => fetched.push((*t, *broker, *bytes)),
             Event::QuotaWindow { from, to, rate } => window = Some((*from, *to, *rate)),
+            Event::QuotaProduced {
+                from,
+                to,
+                rate,
+                batch_bytes,
+                appended,
+                leaders,
+                unanswered,
+            } => {
+                let span = to.saturating_sub(*from) + broker::quota::throttle::BURST;
+                let budget = (*rate as f64 * span.as_secs_f64()) as usize * (*leaders).max(1);
+                let allowed = budget + (2 + unanswered) * batch_bytes;
+                let bytes = appended * batch_bytes;
+                if bytes > allowed {
+                    out.push(Invariant::QuotaExceeded.says(format!(
+                        "the throttled producer's log holds {appended} records of {batch_bytes} \
+                         bytes written between {} and {} at a producer_byte_rate of {rate} B/s \
+                         on {leaders} leader(s) with {unanswered} request(s) unanswered: at \
+                         most {allowed} bytes may pass",
+                        at(from),
+                        at(to)
+                    )));
+                }
+            }
             _ => {}
         }
     }
