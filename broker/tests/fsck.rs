@@ -355,23 +355,17 @@ async fn repair_removes_only_what_no_leader_can_use() {
     let before = check(vfs.as_ref()).await.unwrap();
     let repairs = broker::fsck::repair(vfs.as_ref()).await.unwrap();
     let done: Vec<&str> = repairs.done.iter().map(|a| a.path.as_str()).collect();
-    assert_eq!(done.len(), 3, "{}", repairs.human());
-    assert!(done.iter().any(|p| p.ends_with(".tombstone-dead")));
-    for name in old {
-        assert!(done.iter().any(|p| p.ends_with(name)), "{name}");
-        assert!(
-            !vfs::exists_now(vfs.as_ref(), &dir.join(name))
-                .await
-                .unwrap()
-        );
-    }
+    assert_eq!(done.len(), 1, "{}", repairs.human());
+    assert!(done[0].ends_with(".tombstone-dead"));
     assert!(repairs.pending.is_empty(), "{}", repairs.human());
-    // What a leader may be writing now, and temps, stay.
-    for name in [current, newer, ".manifest.tmp-12ab"] {
+    // Segments no manifest names stay (a takeover in progress may still
+    // name an older epoch's), as do temps: reported, not removed.
+    for name in old.iter().chain([&current, &newer, &".manifest.tmp-12ab"]) {
         assert!(
             vfs::exists_now(vfs.as_ref(), &dir.join(name))
                 .await
-                .unwrap()
+                .unwrap(),
+            "{name}"
         );
     }
     let after = check(vfs.as_ref()).await.unwrap();
@@ -381,10 +375,9 @@ async fn repair_removes_only_what_no_leader_can_use() {
         after.human()
     );
     assert_eq!(
-        findings(&after, Severity::Warning).len(),
-        findings(&before, Severity::Warning).len() - 1,
-        "the old stray's warning is gone:\n{}\n{}",
-        before.human(),
+        findings(&after, Severity::Warning),
+        findings(&before, Severity::Warning),
+        "the strays are still reported:\n{}",
         after.human()
     );
     // No manifest lost a segment (no error above); a second run has nothing to do.

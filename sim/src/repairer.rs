@@ -18,8 +18,9 @@ pub const HOST: u32 = 1_001;
 
 pub async fn repairer(volume: Arc<dyn Vfs>, history: History, start: Instant, until: Duration) {
     // Half the seeds, a periodic job; the other half, an operator running
-    // it in a loop, so that a repair lands inside the few milliseconds of
-    // a leader's segment roll (file created, manifest not yet naming it).
+    // it in a loop, so that repairs land inside the short windows of the
+    // cluster's own steps (it caught an earlier repair removing segments a
+    // takeover in progress was about to name: seeds 124, 275).
     let every = if madsim::rand::thread_rng().gen_bool(0.5) {
         3_000..8_000
     } else {
