@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 use vfs::durable::sweep_temps;
 
+use crate::cluster::announced::Announced;
 use crate::layout;
 
 const KIND: &str = "broker-heartbeat";
@@ -37,6 +38,11 @@ pub struct Heartbeat {
     /// The controller answers with the next epoch.
     #[serde(default)]
     pub stuck: Vec<(String, u32, u32)>,
+    /// Ids of topics this broker created that the assignment does not name
+    /// yet: the controller's listing of `topics/` may not show them for a
+    /// minute on NFS (see `cluster::announced`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
 }
 
 /// Publishes `hb` as this broker's heartbeat (atomic replace).
@@ -47,7 +53,8 @@ pub async fn write(vfs: &dyn Vfs, hb: &Heartbeat) -> io::Result<()> {
 /// Leaderships this broker cannot hold, for its next heartbeat.
 pub(crate) type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + Sync>;
 
-/// Publishes this broker's heartbeat every interval from a task of its own.
+/// Publishes this broker's heartbeat every interval from a task of its own,
+/// and at once when it has new topics to announce.
 /// The broker's follow loop can be busy for long (taking over hundreds of
 /// partitions on a volume with milliseconds per call); a heartbeat that
 /// waited for it would make a live broker look dead to the controller and
@@ -65,9 +72,11 @@ impl Beater {
         mut first: Heartbeat,
         interval: Duration,
         stuck: StuckReport,
+        announced: Arc<Announced>,
     ) -> Self {
         let mut temps_left = false;
         first.stuck = stuck();
+        first.created = announced.pending();
         match write(vfs.as_ref(), &first).await {
             Ok(()) => first.sequence += 1,
             Err(e) => {
@@ -80,7 +89,12 @@ impl Beater {
         let shared = state.clone();
         let task = tokio::spawn(async move {
             loop {
-                tokio::time::sleep(interval).await;
+                // `biased`: see the follow loop in `node`.
+                tokio::select! {
+                    biased;
+                    () = tokio::time::sleep(interval) => {}
+                    () = announced.changed() => {}
+                }
                 // A failed replace may leave its temp file; this broker is
                 // the only writer of its heartbeat, so it sweeps its own.
                 if temps_left {
@@ -88,6 +102,7 @@ impl Beater {
                 }
                 let mut hb = lock(&shared).clone();
                 hb.stuck = stuck();
+                hb.created = announced.pending();
                 match write(vfs.as_ref(), &hb).await {
                     Ok(()) => lock(&shared).sequence = hb.sequence + 1,
                     Err(e) => {
@@ -149,6 +164,7 @@ mod tests {
             endpoints: Default::default(),
             leaving: false,
             stuck: Vec::new(),
+            created: vec!["t".into()],
         };
         write(&vfs, &hb).await.unwrap();
         assert_eq!(read(&vfs, 2).await.unwrap(), hb);

@@ -221,6 +221,8 @@ struct Node {
     hb: Heartbeat,
     /// The API created topics or partitions: follow the cluster now.
     created: Arc<tokio::sync::Notify>,
+    /// Topics the API created, announced in the heartbeat until led.
+    announced: Arc<crate::cluster::announced::Announced>,
     metrics: Metrics,
 }
 
@@ -296,6 +298,7 @@ impl Node {
             endpoints: endpoints(&config),
             leaving: false,
             stuck: Vec::new(),
+            created: Vec::new(),
         };
         Node {
             vfs,
@@ -307,6 +310,7 @@ impl Node {
             staging_sweep: StagingSweep::new(session_timeout),
             readiness,
             created: api.created(),
+            announced: api.announced(),
             not_serving: Some((listeners, Arc::new(api))),
             servers: Vec::new(),
             security_refresher: None,
@@ -362,7 +366,14 @@ impl Node {
             stuck
         });
         let interval = heartbeat_interval(&self.config);
-        heartbeat::Beater::start(self.vfs.clone(), self.hb.clone(), interval, stuck).await
+        heartbeat::Beater::start(
+            self.vfs.clone(),
+            self.hb.clone(),
+            interval,
+            stuck,
+            self.announced.clone(),
+        )
+        .await
     }
 
     /// Follows the cluster every `FOLLOW_EVERY` until `shutdown`, so a new
@@ -443,6 +454,7 @@ impl Node {
         // request for a partition still being opened here gets a retriable
         // NOT_LEADER_OR_FOLLOWER, as from any broker not (yet) leading it.
         self.publish.send_replace(Some(a.clone()));
+        self.announced.settled(&a);
         self.leaders.sync(&a).await;
         self.coordinators.sync(&a).await;
         let registered = a

@@ -157,6 +157,7 @@ mod tests {
             endpoints: Default::default(),
             leaving: false,
             stuck: Vec::new(),
+            created: Vec::new(),
         }
     }
 

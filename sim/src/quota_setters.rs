@@ -295,6 +295,7 @@ pub async fn throttled_producer(mut s: Session, quota_acked: bool, deadline: Dur
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    let answered = s.now();
     tokio::time::sleep(settled.saturating_sub(s.now())).await;
     let value = vec![b'q'; PRODUCED_VALUE];
     let batch = broker::log::batch::build((-1, -1, -1), broker::clock::now_ms(), &[&value]);
@@ -308,6 +309,15 @@ pub async fn throttled_producer(mut s: Session, quota_acked: bool, deadline: Dur
         match s.produce(QUOTA_TOPIC, 0, batch.clone()).await {
             Ok((0, _, broker)) => {
                 leaders.insert(broker);
+                s.history.record(
+                    s.now(),
+                    Event::NewTopicWritable {
+                        topic: QUOTA_TOPIC.to_owned(),
+                        answered,
+                        writable: s.now(),
+                        settle: settled.saturating_sub(answered),
+                    },
+                );
                 break;
             }
             Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,

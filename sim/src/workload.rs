@@ -386,6 +386,16 @@ pub enum Event {
         leaders: usize,
         unanswered: usize,
     },
+    /// A topic created once the faults healed (the throttled producer's):
+    /// its CreateTopics was answered at `answered`, and the first write to
+    /// it was accepted at `writable`, by a client that began to write
+    /// `settle` after it sent the request and retried every 200 ms.
+    NewTopicWritable {
+        topic: String,
+        answered: Duration,
+        writable: Duration,
+        settle: Duration,
+    },
     /// The trimmed topic's partition read whole once the faults healed:
     /// its log start offset and every record from there.
     TrimFinal {
@@ -654,6 +664,17 @@ pub fn describe(e: &Event) -> String {
              leaders={leaders} unanswered={unanswered}",
             from.as_secs_f64(),
             to.as_secs_f64()
+        ),
+        Event::NewTopicWritable {
+            topic,
+            answered,
+            writable,
+            settle,
+        } => format!(
+            "new-topic-writable {topic} answered={:.3}s writable={:.3}s settle={:.3}s",
+            answered.as_secs_f64(),
+            writable.as_secs_f64(),
+            settle.as_secs_f64()
         ),
         Event::QuotaWindow { from, to, rate } => format!(
             "quota-window {:.3}s..{:.3}s rate={rate}",

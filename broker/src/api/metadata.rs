@@ -97,6 +97,7 @@ impl Api {
             found.push((name, meta));
         }
         // Topics this request created are answered with their leaders.
+        self.announce(&created);
         self.await_leaders(&created, Instant::now() + LEADERS_WAIT)
             .await;
         let a = self.current();

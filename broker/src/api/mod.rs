@@ -64,6 +64,7 @@ mod list_offsets;
 mod log_dirs;
 mod metadata;
 mod new_leaders;
+pub use new_leaders::LEADERS_WAIT;
 mod null_messages;
 mod partitions;
 mod produce;
@@ -116,6 +117,8 @@ pub struct Api {
     /// loop then follows the controller (and, as controller, lists the
     /// topics) at once rather than at its next tick.
     created: Arc<Notify>,
+    /// Topics this broker created, for its heartbeat to announce.
+    announced: Arc<crate::cluster::announced::Announced>,
     /// Requests to other brokers (transaction markers, KIP-890 checks).
     peers: crate::peer::Peers,
     /// Transactional ids whose markers are being written.
@@ -218,6 +221,7 @@ impl Api {
             produce_names: std::sync::Mutex::new(BTreeMap::new()),
             topic_names: std::sync::Mutex::new(BTreeMap::new()),
             created: Arc::new(Notify::new()),
+            announced: Arc::default(),
             peers: crate::peer::Peers::new(config_broker_id),
             finishing: std::sync::Mutex::new(BTreeSet::new()),
             security,
@@ -241,6 +245,11 @@ impl Api {
     /// created topics or partitions, whose leaders a client is waiting for.
     pub fn created(&self) -> Arc<Notify> {
         self.created.clone()
+    }
+
+    /// The topics this broker created and announces in its heartbeat.
+    pub fn announced(&self) -> Arc<crate::cluster::announced::Announced> {
+        self.announced.clone()
     }
 
     fn creator(&self) -> Creator {

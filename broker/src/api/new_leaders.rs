@@ -12,9 +12,10 @@ use super::Api;
 /// How long a request that created something waits for its leaders before
 /// answering without them (LEADER_NOT_AVAILABLE, which clients retry). On
 /// one broker leaders come within a takeover; on a cluster whose controller
-/// is another broker, within the controller's listing of the topics
-/// (about a second) and a tick of each broker.
-pub(super) const LEADERS_WAIT: Duration = Duration::from_secs(5);
+/// is another broker, within this broker's next heartbeat (written at once:
+/// it announces the new topics, see `cluster::announced`), a tick of the
+/// controller and a tick of each broker.
+pub const LEADERS_WAIT: Duration = Duration::from_secs(5);
 
 /// How often the wait looks again: the assignment is published before the
 /// partitions it gives this broker are open, and the opening has no
@@ -22,6 +23,15 @@ pub(super) const LEADERS_WAIT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(10);
 
 impl Api {
+    /// Tells the controller about topics this broker just created.
+    pub(super) fn announce(&self, created: &[(String, u32)]) {
+        if !created.is_empty() {
+            self.announced
+                .add(created.iter().map(|(id, _)| id.as_str()));
+            self.created.notify_one();
+        }
+    }
+
     /// Waits until every partition below each `(topic id, partitions)` has
     /// a leader in this broker's assignment, opened already where that
     /// leader is this broker, or until `deadline`. True when they all have.

@@ -143,6 +143,7 @@ impl Api {
             };
             results.push(result);
         }
+        self.announce(&created);
         self.await_leaders_within(&created, req.timeout_ms).await;
         CreateTopicsResponse::default().with_topics(results)
     }

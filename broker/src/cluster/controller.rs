@@ -38,6 +38,8 @@ struct Seen {
     endpoints: BTreeMap<String, String>,
     leaving: bool,
     stuck: Vec<(String, u32, u32)>,
+    /// Topics it created that the assignment may not name yet.
+    created: Vec<String>,
     changed: Instant,
 }
 
@@ -55,6 +57,10 @@ pub struct ControllerAgent {
     /// Every partition, as last listed, and when: the controller lists the
     /// topics at most once per [`LIST_TOPICS_EVERY`], not at every tick.
     partitions: Option<(Instant, BTreeSet<PartitionKey>)>,
+    /// Topics the last listing found without partitions to place (a name
+    /// not confirmed, a meta gone): looked at again at the next listing,
+    /// not at every tick.
+    passed_over: BTreeSet<String>,
     /// The operator's preferred leaders, as last read, and when: read as
     /// often as the topics are listed.
     preferred: PreferredReader,
@@ -78,6 +84,7 @@ impl ControllerAgent {
             reader: AssignmentReader::default(),
             leaving: false,
             partitions: None,
+            passed_over: BTreeSet::new(),
             preferred: super::preferred::reader(),
             preferred_read: None,
         }
@@ -295,48 +302,64 @@ impl ControllerAgent {
     }
 
     /// Every topic partition on the volume, listed at most every
-    /// `LIST_TOPICS_EVERY`. A topic whose meta is unreadable now keeps the
-    /// partitions the last listing or the last assignment had for it.
+    /// `LIST_TOPICS_EVERY`, and at once when a topic appears that the last
+    /// listing lacks: in the directory, or announced by the broker that
+    /// created it (whose listing this broker's NFS client may not show for
+    /// a minute). A topic whose meta is unreadable now keeps the partitions
+    /// the last listing or the last assignment had for it.
     async fn known_partitions(
         &mut self,
         now: Instant,
         previous: Option<&Assignment>,
     ) -> io::Result<BTreeSet<PartitionKey>> {
-        match &self.partitions {
-            Some((at, p))
-                if now.duration_since(*at) < LIST_TOPICS_EVERY
-                    && !self.new_topic_dirs(p).await? =>
-            {
-                Ok(p.clone())
-            }
-            _ => {
-                let mut before: BTreeSet<PartitionKey> = self
-                    .partitions
-                    .as_ref()
-                    .map(|(_, p)| p.clone())
-                    .unwrap_or_default();
-                if let Some(a) = previous {
-                    before.extend(a.partitions.iter().map(|(t, p, _)| (t.clone(), *p)));
-                }
-                let p = list_partitions(self.vfs.as_ref(), &before).await?;
-                self.partitions = Some((now, p.clone()));
-                Ok(p)
+        let announced = self.announced_topics();
+        if let Some((at, p)) = &self.partitions {
+            let fresh = now.duration_since(*at) < LIST_TOPICS_EVERY;
+            let unknown = |id: &String| !self.passed_over.contains(id) && !has_topic(p, id);
+            if fresh && !announced.iter().any(unknown) && !self.new_topic_dirs(p).await? {
+                return Ok(p.clone());
             }
         }
+        let mut before: BTreeSet<PartitionKey> = self
+            .partitions
+            .as_ref()
+            .map(|(_, p)| p.clone())
+            .unwrap_or_default();
+        if let Some(a) = previous {
+            before.extend(a.partitions.iter().map(|(t, p, _)| (t.clone(), *p)));
+        }
+        let (p, passed_over) = list_partitions(self.vfs.as_ref(), &before, &announced).await?;
+        self.partitions = Some((now, p.clone()));
+        self.passed_over = passed_over;
+        Ok(p)
     }
 
-    /// Whether the topics directory holds a topic that `listed` lacks: one
-    /// read of the directory per tick, so that a topic another broker
-    /// created gets its leaders within a tick, not a whole listing later.
+    /// The topics live brokers announce as created by them.
+    fn announced_topics(&self) -> BTreeSet<String> {
+        self.seen
+            .values()
+            .filter(|s| !s.leaving)
+            .flat_map(|s| s.created.iter())
+            // A hint from a file: only plain names are looked up.
+            .filter(|id| is_topic_dir(id) && !id.contains('/'))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the topics directory holds a topic that `listed` lacks and
+    /// the last listing did not pass over: one read of the directory per
+    /// tick, so that a topic this broker's client sees appear gets its
+    /// leaders within a tick, not a whole listing later.
     async fn new_topic_dirs(&self, listed: &BTreeSet<PartitionKey>) -> io::Result<bool> {
         let listing = match self.vfs.read_dir(Path::new(topic::TOPICS_DIR)).await {
             Ok(l) => l,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        let ids: BTreeSet<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
         Ok(listing.iter().any(|e| {
-            !e.name.starts_with('.') && e.name != "names" && !ids.contains(e.name.as_str())
+            is_topic_dir(&e.name)
+                && !self.passed_over.contains(&e.name)
+                && !has_topic(listed, &e.name)
         }))
     }
 
@@ -429,6 +452,7 @@ impl ControllerAgent {
                     endpoints: hb.endpoints,
                     leaving: hb.leaving,
                     stuck: hb.stuck,
+                    created: hb.created,
                     changed,
                 },
             );
@@ -453,26 +477,50 @@ impl ControllerAgent {
     }
 }
 
-/// Every partition of every topic (the listing may lag; it catches up).
+fn is_topic_dir(name: &str) -> bool {
+    !name.starts_with('.') && name != "names"
+}
+
+fn has_topic(listed: &BTreeSet<PartitionKey>, id: &str) -> bool {
+    listed
+        .range((id.to_owned(), 0)..)
+        .next()
+        .is_some_and(|(t, _)| t == id)
+}
+
+/// Every partition of every topic in the listing of `topics/`, in
+/// `announced` or in `before`, and the topics passed over: named nowhere
+/// yet, or gone meanwhile. The listing may lag by a minute on NFS, both
+/// ways: a topic another broker created may be missing from it, and a
+/// deleted one still in it. So each topic's meta is read by path (a fresh
+/// open): a known or announced topic is placed even while the listing lacks
+/// it (else it would lose its leaders at every listing until the cache
+/// expires), and a deleted one is dropped.
 /// A topic whose meta cannot be read now (EIO, a torn or foreign file)
 /// keeps the partitions `before` knew of it: one unreadable topic must not
 /// stop the controller, which would then move no partition of any topic.
 async fn list_partitions(
     vfs: &dyn Vfs,
     before: &BTreeSet<PartitionKey>,
-) -> io::Result<BTreeSet<PartitionKey>> {
+    announced: &BTreeSet<String>,
+) -> io::Result<(BTreeSet<PartitionKey>, BTreeSet<String>)> {
     let mut out = BTreeSet::new();
+    let mut passed_over = BTreeSet::new();
     let listing = match vfs.read_dir(Path::new(topic::TOPICS_DIR)).await {
         Ok(l) => l,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((out, passed_over)),
         Err(e) => return Err(e),
     };
     let known: BTreeSet<&str> = before.iter().map(|(id, _)| id.as_str()).collect();
-    for entry in listing {
-        if entry.name.starts_with('.') || entry.name == "names" {
-            continue;
-        }
-        match topic::read_meta(vfs, &entry.name).await {
+    let mut ids: BTreeSet<&str> = listing
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|n| is_topic_dir(n))
+        .collect();
+    ids.extend(announced.iter().map(String::as_str));
+    ids.extend(known.iter().copied());
+    for id in ids {
+        match topic::read_meta(vfs, id).await {
             // A new topic gets leaders only once its name is durably its own:
             // until then (not claimed yet, lost the name, or the claim not
             // confirmable now) it is left for a later listing.
@@ -480,22 +528,27 @@ async fn list_partitions(
                 match names::confirm(vfs, &meta.name, &meta.id).await {
                     Ok(true) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
                     Ok(false) => {
+                        passed_over.insert(id.to_owned());
                         tracing::debug!(topic_id = %meta.id, name = %meta.name, "topic not named (yet); no leaders for it")
                     }
                     Err(e) => {
+                        passed_over.insert(id.to_owned());
                         tracing::warn!(topic_id = %meta.id, error = %e, "topic name not confirmed; no leaders for it yet")
                     }
                 }
             }
             Ok(meta) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {} // deleted meanwhile
+            // Deleted meanwhile, or an announced id never made after all.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                passed_over.insert(id.to_owned());
+            }
             Err(e) => {
-                tracing::warn!(topic_id = %entry.name, error = %e, "topic meta unreadable; its partitions stay as they were");
-                out.extend(before.iter().filter(|(id, _)| *id == entry.name).cloned());
+                tracing::warn!(topic_id = %id, error = %e, "topic meta unreadable; its partitions stay as they were");
+                out.extend(before.iter().filter(|(t, _)| t == id).cloned());
             }
         }
     }
-    Ok(out)
+    Ok((out, passed_over))
 }
 
 #[cfg(test)]
@@ -513,12 +566,17 @@ mod tests {
         let unnamed = topic::create_topic(&v, "unnamed", 1).await.unwrap();
         // Its name released: a topic directory no name leads to.
         assert!(names::release(&v, "unnamed", &unnamed.id).await.unwrap());
-        let listed = list_partitions(&v, &BTreeSet::new()).await.unwrap();
+        let (listed, passed_over) = list_partitions(&v, &BTreeSet::new(), &BTreeSet::new())
+            .await
+            .unwrap();
+        assert_eq!(passed_over, [unnamed.id.clone()].into());
         let want: BTreeSet<PartitionKey> = (0..2).map(|p| (named.id.clone(), p)).collect();
         assert_eq!(listed, want);
         // A topic an earlier listing knew keeps its partitions.
         let before: BTreeSet<PartitionKey> = [(unnamed.id.clone(), 0)].into();
-        let listed = list_partitions(&v, &before).await.unwrap();
+        let (listed, _) = list_partitions(&v, &before, &BTreeSet::new())
+            .await
+            .unwrap();
         assert!(listed.contains(&(unnamed.id.clone(), 0)));
     }
 
@@ -536,11 +594,66 @@ mod tests {
             .await
             .unwrap();
         f.close().await.unwrap();
-        let listed = list_partitions(&v, &before).await.unwrap();
+        let (listed, _) = list_partitions(&v, &before, &BTreeSet::new())
+            .await
+            .unwrap();
         let want: BTreeSet<PartitionKey> = (0..2)
             .map(|p| (good.id.clone(), p))
             .chain(before.iter().cloned())
             .collect();
         assert_eq!(listed, want);
+    }
+
+    /// The controller's NFS client answers its listing of `topics/` from
+    /// its cache while the directory's attributes are fresh (30-60 s): a
+    /// topic another broker created is found through its announced id.
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn an_announced_topic_is_placed_before_the_listing_shows_it() {
+        use vfs::model::{ModelNfs, NfsConfig};
+        let nfs = ModelNfs::new(NfsConfig::default(), 1);
+        let (creator, controller) = (nfs.host(1), nfs.host(2));
+        creator.mkdir(Path::new(topic::TOPICS_DIR)).await.unwrap();
+        creator
+            .mkdir(Path::new(crate::layout::NAMES_DIR))
+            .await
+            .unwrap();
+        let old = topic::create_topic(&creator, "old", 1).await.unwrap();
+        let (none, nothing) = (BTreeSet::new(), BTreeSet::new());
+        let (before, _) = list_partitions(&controller, &none, &nothing).await.unwrap();
+        assert!(has_topic(&before, &old.id));
+        let new = topic::create_topic(&creator, "new", 2).await.unwrap();
+        let (listed, _) = list_partitions(&controller, &before, &nothing)
+            .await
+            .unwrap();
+        assert!(
+            !has_topic(&listed, &new.id),
+            "the cached listing lacks the new topic: the case announcements are for"
+        );
+        let announced = [new.id.clone(), "never-made".to_owned()].into();
+        let (listed, passed_over) = list_partitions(&controller, &before, &announced)
+            .await
+            .unwrap();
+        let want: BTreeSet<PartitionKey> = [
+            (old.id.clone(), 0),
+            (new.id.clone(), 0),
+            (new.id.clone(), 1),
+        ]
+        .into();
+        assert_eq!(listed, want);
+        assert_eq!(passed_over, ["never-made".to_owned()].into());
+        // Once placed it is known: it keeps its partitions while the
+        // cached listing still lacks it and nobody announces it any more.
+        let (relisted, _) = list_partitions(&controller, &listed, &nothing)
+            .await
+            .unwrap();
+        assert_eq!(relisted, want);
+        // A deleted topic is dropped though the cached listing has it.
+        topic::delete_topic(&creator, &old).await.unwrap();
+        let (after, passed_over) = list_partitions(&controller, &relisted, &nothing)
+            .await
+            .unwrap();
+        assert!(!has_topic(&after, &old.id) && has_topic(&after, &new.id));
+        assert!(passed_over.contains(&old.id));
     }
 }

@@ -8,6 +8,7 @@
 //! cluster/preferred-leaders-<n>  version n of the operator's preferred leaders (see `preferred`)
 //! ```
 
+pub mod announced;
 pub mod assignment;
 pub mod controller;
 pub mod election;

@@ -67,6 +67,7 @@ invariants! {
     QuotaChangeLost = "quota-change-lost": "Each client quota on the volume after the run is the one its last acknowledged AlterClientQuotas set, or one a request that may still have landed set: no acknowledged change is written over.",
     QuotaExceeded = "quota-exceeded": "Once faults heal, no broker sends a client more fetched bytes than its consumer_byte_rate allows over 10 s (plus one second's burst and one response per connection), however the client ignores its throttle.",
     AclUnapplied = "acl-unapplied": "Once faults heal, every broker applies every acknowledged ACL change (answers DescribeAcls with it) within 15 s.",
+    NewTopicUnwritable = "new-topic-unwritable": "Once faults heal, a topic created through any broker takes writes within LEADERS_WAIT (5 s) of its CreateTopics answer: the controller learns of it from its creator's heartbeat, not only from its own listing of the topics, which an NFS client may serve from its cache for a minute.",
     FsckClean = "fsck-clean": "Once the cluster converged, `kaas fsck` finds no damage on the volume: no lost or short segment, no epoch without its claim, no unreadable manifest or topic meta.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }

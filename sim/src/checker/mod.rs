@@ -48,6 +48,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     acls::check(events, &mut out);
     reassignments::check(events, &mut out);
     quotas::check(events, &mut out);
+    topics::new_topics(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -375,6 +376,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
                 ..
             } => &[I::QuotaChangeLost],
             Event::QuotaWindow { .. } | Event::QuotaProduced { .. } => &[I::QuotaExceeded],
+            Event::NewTopicWritable { .. } => &[I::NewTopicUnwritable],
             _ => &[],
         };
         for k in keys {

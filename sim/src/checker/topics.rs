@@ -1,8 +1,9 @@
-//! Topic administration (create-failed).
+//! Topic administration (create-failed, new-topic-unwritable).
 
 use std::time::Duration;
 
 use super::{INVALID_PARTITIONS, Invariant, Judge, KAFKA_STORAGE_ERROR, TOPIC_ALREADY_EXISTS, at};
+use crate::workload::Event;
 
 impl<'a> Judge<'a> {
     /// A create (or a grow) of a topic only this client asks for fails
@@ -39,6 +40,33 @@ impl<'a> Judge<'a> {
                     at(sent),
                     at(t)
                 ));
+            }
+        }
+    }
+}
+
+/// new-topic-unwritable: the first write to a topic created once the
+/// faults healed is accepted within `LEADERS_WAIT` of the creation's
+/// answer, or of the moment its client began to write if that was later.
+pub(super) fn new_topics(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    for (_, e) in events {
+        if let Event::NewTopicWritable {
+            topic,
+            answered,
+            writable,
+            settle,
+        } = e
+        {
+            let began = *answered + *settle;
+            if writable.saturating_sub(began) > broker::api::LEADERS_WAIT {
+                out.push(Invariant::NewTopicUnwritable.says(format!(
+                    "{topic}: created (answered at {}), written to from {}, first write \
+                     accepted at {}: more than {:?} without a leader",
+                    at(answered),
+                    at(&began),
+                    at(writable),
+                    broker::api::LEADERS_WAIT
+                )));
             }
         }
     }
