@@ -753,6 +753,16 @@ mod tests {
                 ],
                 clean_log.clone(),
             ),
+            (
+                "new-topic-unwritable",
+                vec![event(Event::NewTopicWritable {
+                    topic: "t".into(),
+                    answered: Duration::from_secs(10),
+                    writable: Duration::from_secs(17),
+                    settle: Duration::from_secs(1),
+                })],
+                clean_log.clone(),
+            ),
             ("liveness", vec![], {
                 let mut l = clean_log.clone();
                 l.remove(&1);
@@ -767,6 +777,12 @@ mod tests {
             );
         }
         let quiet = vec![
+            event(Event::NewTopicWritable {
+                topic: "t".into(),
+                answered: Duration::from_secs(10),
+                writable: Duration::from_secs(15),
+                settle: Duration::from_secs(1),
+            }),
             // Overlapping requests: the older answer was made before the
             // newer one, whatever the order of arrival.
             metadata(1, 3, 1, 2),
