@@ -150,6 +150,8 @@ impl Leaders {
                 }
             }
         }
+        let backlog = lock(&self.logs).values().map(|l| l.pending_deletes()).sum();
+        self.metrics.retention_backlog(backlog);
     }
 
     /// Stops leading a partition (fenced, or no longer assigned here).

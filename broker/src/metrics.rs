@@ -43,7 +43,9 @@ struct Inner {
     volume_seconds: HistogramVec,
     volume_errors: IntCounterVec,
     nfs_files: IntCounter,
+    lost_replies: IntCounterVec,
     deletion_backlog: IntGauge,
+    retention_backlog: IntGauge,
     throttle_seconds: HistogramVec,
 }
 
@@ -172,10 +174,25 @@ impl Metrics {
                 "volume_nfs_files_seen_total",
                 "Silly-renamed .nfsXXXX files seen in directory listings",
             ),
+            lost_replies: counter(
+                &r,
+                "volume_lost_replies_total",
+                "Calls to the shared volume that failed with a retransmission's answer (EEXIST \
+                 to a create, ENOENT to a rename) although they had taken effect: their reply \
+                 was lost, and the caller found its own result",
+                &["op"],
+            ),
             deletion_backlog: gauge(
                 &r,
                 "deletion_backlog_topics",
                 "Deleted topics whose files are not removed yet",
+            ),
+            retention_backlog: gauge(
+                &r,
+                "retention_backlog_files",
+                "Files of segments the partitions this broker leads dropped from their manifests \
+                 (retention, DeleteRecords, a takeover's leftovers) whose removal has not \
+                 succeeded yet (retried at every retention pass)",
             ),
             throttle_seconds: histogram(
                 &r,
@@ -190,6 +207,9 @@ impl Metrics {
         // Zero until they happen, rather than absent: a dashboard or an
         // alert on them sees 0, not "no data".
         inner.fenced.with_label_values(&["Produce"]);
+        for op in [Op::Open, Op::Rename] {
+            inner.lost_replies.with_label_values(&[op.name()]);
+        }
         for quota in ["producer_byte_rate", "consumer_byte_rate"] {
             inner.throttle_seconds.with_label_values(&[quota]);
         }
@@ -282,6 +302,10 @@ impl Metrics {
         self.0.deletion_backlog.set(topics as i64);
     }
 
+    pub fn retention_backlog(&self, files: usize) {
+        self.0.retention_backlog.set(files as i64);
+    }
+
     /// Feeds the volume metrics; wrap the volume with
     /// `vfs::observed::Observed::new(vfs, metrics.volume_observer())`.
     pub fn volume_observer(&self) -> Arc<dyn Observer> {
@@ -339,6 +363,14 @@ impl Observer for VolumeObserver {
     fn nfs_files_seen(&self, n: usize) {
         (self.0).0.nfs_files.inc_by(n as u64);
     }
+
+    fn lost_reply(&self, op: Op) {
+        (self.0)
+            .0
+            .lost_replies
+            .with_label_values(&[op.name()])
+            .inc();
+    }
 }
 
 #[cfg(test)]
@@ -383,6 +415,37 @@ mod tests {
                 .unwrap()
                 .contains("kaas_connections 0")
         );
+    }
+
+    /// Every reply of the model NFS lost: each replace's temp create is
+    /// answered EEXIST and its rename ENOENT, both after taking effect;
+    /// the replace finds its own result, succeeds, and says so.
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn counts_the_lost_replies_a_replace_found_to_have_taken_effect() {
+        use vfs::model::{Faults, ModelNfs, NfsConfig};
+        let config = NfsConfig {
+            faults: Faults {
+                lost_reply_probability: 1.0,
+                ..Faults::default()
+            },
+            ..NfsConfig::default()
+        };
+        let nfs = ModelNfs::new(config, 7);
+        let m = Metrics::new();
+        let v = vfs::observed::Observed::new(Arc::new(nfs.host(1)), m.volume_observer());
+        for i in 0..3u8 {
+            vfs::durable::atomic_replace(&v, std::path::Path::new("f"), vec![i].into())
+                .await
+                .unwrap();
+        }
+        let text = String::from_utf8(m.render()).unwrap();
+        for line in [
+            "kaas_volume_lost_replies_total{op=\"open\"} 3",
+            "kaas_volume_lost_replies_total{op=\"rename\"} 3",
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
     }
 
     #[test]

@@ -93,6 +93,13 @@ def test_metrics_follow_produce_consume_and_errors(observed):
     # The consumer, the producer and the admin client were connected.
     assert value(during, "kaas_connections") >= 2
     assert value(after, "kaas_fence_refusals_total", api="Produce") == 0
+    # Exported from the start (a local disk loses no reply, and every
+    # unlink of a dropped segment succeeds).
+    for op in ("open", "rename"):
+        assert ("kaas_volume_lost_replies_total", (("op", op),)) in after
+        assert value(after, "kaas_volume_lost_replies_total", op=op) == 0
+    assert ("kaas_retention_backlog_files", ()) in after
+    assert value(after, "kaas_retention_backlog_files") == 0
 
 
 def test_the_dashboard_uses_only_metrics_the_broker_exports(observed):

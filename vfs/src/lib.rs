@@ -86,6 +86,15 @@ pub trait Vfs: Send + Sync + 'static {
         None
     }
 
+    /// Notes that a call of kind `op` failed with an answer that was a
+    /// retransmission's (NFS answers a retried create EEXIST and a retried
+    /// rename ENOENT when the first attempt took effect and its reply was
+    /// lost), and that the caller found the call had done its work. Only
+    /// counted (the broker's metrics); a backend has nothing to do.
+    fn lost_reply(&self, op: observed::Op) {
+        let _ = op;
+    }
+
     /// The volume's size and the bytes still available to this broker,
     /// for reports (DescribeLogDirs); `None` where the backend cannot tell.
     /// Never a basis for a decision: a full volume shows as ENOSPC.

@@ -58,6 +58,11 @@ impl Op {
 pub trait Observer: Send + Sync + 'static {
     fn done(&self, op: Op, elapsed: Duration, outcome: Result<(), &io::Error>);
     fn nfs_files_seen(&self, n: usize);
+    /// A call of kind `op` whose reply was lost, found to have taken
+    /// effect (see [`Vfs::lost_reply`]).
+    fn lost_reply(&self, op: Op) {
+        let _ = op;
+    }
 }
 
 /// The errno an error stands for, as far as its kind tells (the model NFS
@@ -148,6 +153,10 @@ impl Vfs for Observed {
     }
     fn fault_host(&self) -> Option<u32> {
         self.inner.fault_host()
+    }
+    fn lost_reply(&self, op: Op) {
+        self.observer.lost_reply(op);
+        self.inner.lost_reply(op);
     }
     async fn space(&self) -> io::Result<Option<crate::Space>> {
         self.inner.space().await

@@ -38,6 +38,7 @@ pub async fn atomic_replace(vfs: &dyn Vfs, target: &Path, data: Bytes) -> io::Re
             if read_file(vfs, target).await.ok().as_deref() != Some(&data[..]) {
                 return Err(e);
             }
+            vfs.lost_reply(crate::observed::Op::Rename);
         }
         Err(e) => return Err(discard_temp(vfs, &temp, e).await),
     }
@@ -66,7 +67,10 @@ async fn create_temp(
                     ..OpenOptions::write()
                 };
                 match vfs.open(&temp, ours).await {
-                    Ok(file) => return Ok((temp, file)),
+                    Ok(file) => {
+                        vfs.lost_reply(crate::observed::Op::Open);
+                        return Ok((temp, file));
+                    }
                     Err(_) => last = Some(e),
                 }
             }
