@@ -300,8 +300,9 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
                  or taking over now, or died before naming it"
             } else {
                 "a segment the newest manifest does not name: left by a crash between its \
-                 creation and the manifest, or a removal that did not finish (`--repair` \
-                 removes it)"
+                 creation and the manifest, or a removal that did not finish; not removed \
+                 by `--repair`: a takeover under way may name it, and the partition's next \
+                 leader removes what its manifest does not name"
             };
             report.add(Severity::Warning, &dir.join(&e.name), why);
         }
