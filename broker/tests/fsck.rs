@@ -383,4 +383,17 @@ async fn repair_removes_only_what_no_leader_can_use() {
     // No manifest lost a segment (no error above); a second run has nothing to do.
     let again = broker::fsck::repair(vfs.as_ref()).await.unwrap();
     assert!(again.done.is_empty() && again.pending.is_empty());
+    // ... and says so.
+    assert!(
+        again.human().starts_with("repaired nothing"),
+        "{}",
+        again.human()
+    );
+    assert!(
+        repairs
+            .human()
+            .starts_with("repaired topics/.tombstone-dead"),
+        "{}",
+        repairs.human()
+    );
 }

@@ -13,7 +13,8 @@
 //! name one takes more than the manifests on the volume show (simulator
 //! seeds 124 and 275, with repairs run back to back: a repair removed a
 //! segment of an older epoch that the newest leader then named), so they
-//! stay until someone removes them with the cluster stopped.
+//! stay until the partition's next leader removes them: a takeover removes
+//! the segments of older epochs that its own manifest does not name.
 //!
 //! Not repaired, because only their owner can tell whether they are still
 //! in use: segments no manifest names, temps of an atomic replace, staging
@@ -66,6 +67,12 @@ impl Repairs {
         }
         for a in &self.pending {
             out.push_str(&format!("NOT repaired {}: {}\n", a.path, a.what));
+        }
+        if out.is_empty() {
+            out.push_str(
+                "repaired nothing: no deleted topic's files were left to remove (what else \
+                 the report below names is left to its owner)\n",
+            );
         }
         out
     }
