@@ -758,7 +758,7 @@ mod tests {
                 vec![event(Event::NewTopicWritable {
                     topic: "t".into(),
                     answered: Duration::from_secs(10),
-                    writable: Duration::from_secs(17),
+                    writable: Duration::from_secs(27),
                     settle: Duration::from_secs(1),
                 })],
                 clean_log.clone(),
@@ -780,7 +780,7 @@ mod tests {
             event(Event::NewTopicWritable {
                 topic: "t".into(),
                 answered: Duration::from_secs(10),
-                writable: Duration::from_secs(15),
+                writable: Duration::from_secs(25),
                 settle: Duration::from_secs(1),
             }),
             // Overlapping requests: the older answer was made before the
