@@ -356,10 +356,12 @@ impl ControllerAgent {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
+        // One set for the whole listing: this runs at every tick.
+        let ids: BTreeSet<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
         Ok(listing.iter().any(|e| {
             is_topic_dir(&e.name)
                 && !self.passed_over.contains(&e.name)
-                && !has_topic(listed, &e.name)
+                && !ids.contains(e.name.as_str())
         }))
     }
 
