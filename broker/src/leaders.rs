@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use futures_util::stream::{self, StreamExt};
 use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
@@ -10,6 +11,9 @@ use crate::cluster::assignment::Assignment;
 use crate::log::fence::{EpochClaims, LeadershipFence};
 use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogConfig, PartitionLog, topic};
+
+/// How many partition takeovers a broker runs at once.
+const TAKEOVERS_AT_ONCE: usize = 32;
 
 pub struct Leaders {
     vfs: Arc<dyn Vfs>,
@@ -196,36 +200,50 @@ impl Leaders {
         self.refresh_configs().await;
     }
 
+    /// Takes over the assigned partitions not led yet, up to
+    /// [`TAKEOVERS_AT_ONCE`] at a time: each takeover is a dozen round trips
+    /// to the volume, so on NFS (a few ms each) a broker inheriting
+    /// hundreds of partitions one by one would leave them unwritable for
+    /// seconds past the failover.
     async fn open_assigned(&self, mine: BTreeMap<(String, u32), u32>) {
-        for ((t, p), epoch) in mine {
-            if self.get(&t, p).is_some() || lock(&self.stuck).contains(&(t.clone(), p, epoch)) {
-                continue;
-            }
-            let dir = topic::partition_dir(&t, p);
-            let fence: Arc<dyn LeadershipFence> =
-                Arc::new(EpochClaims::new(self.vfs.clone(), dir.clone()));
-            let began = tokio::time::Instant::now();
-            let opened = PartitionLog::open_as_leader(
-                self.vfs.clone(),
-                dir,
-                (&t, p),
-                epoch,
-                &self.token,
-                fence,
-                self.config.clone(),
-            )
+        let todo: Vec<((String, u32), u32)> = mine
+            .into_iter()
+            .filter(|((t, p), epoch)| {
+                self.get(t, *p).is_none() && !lock(&self.stuck).contains(&(t.clone(), *p, *epoch))
+            })
+            .collect();
+        stream::iter(todo)
+            .map(|((t, p), epoch)| self.take_over(t, p, epoch))
+            .buffer_unordered(TAKEOVERS_AT_ONCE)
+            .collect::<()>()
             .await;
-            self.metrics
-                .takeover("partition", began.elapsed(), opened.is_ok());
-            match opened {
-                Ok(log) => {
-                    tracing::info!(topic_id = %t, partition = p, epoch, "leading");
-                    lock(&self.logs).insert((t, p), Arc::new(log));
-                }
-                Err(e) => {
-                    tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
-                    self.give_up(&t, p, epoch);
-                }
+    }
+
+    async fn take_over(&self, t: String, p: u32, epoch: u32) {
+        let dir = topic::partition_dir(&t, p);
+        let fence: Arc<dyn LeadershipFence> =
+            Arc::new(EpochClaims::new(self.vfs.clone(), dir.clone()));
+        let began = tokio::time::Instant::now();
+        let opened = PartitionLog::open_as_leader(
+            self.vfs.clone(),
+            dir,
+            (&t, p),
+            epoch,
+            &self.token,
+            fence,
+            self.config.clone(),
+        )
+        .await;
+        self.metrics
+            .takeover("partition", began.elapsed(), opened.is_ok());
+        match opened {
+            Ok(log) => {
+                tracing::info!(topic_id = %t, partition = p, epoch, "leading");
+                lock(&self.logs).insert((t, p), Arc::new(log));
+            }
+            Err(e) => {
+                tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
+                self.give_up(&t, p, epoch);
             }
         }
     }

@@ -83,18 +83,26 @@ impl Api {
         };
         let auto_create =
             self.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
-        let names = match requested {
-            Some(names) => names,
-            None => self.all_topic_names().await,
-        };
-        let mut found = Vec::with_capacity(names.len());
+        let mut found = Vec::new();
         let mut created = Vec::new();
-        for name in names {
-            let meta = self.find_or_create(&name, auto_create).await;
-            if let Found::Created(m) = &meta {
-                created.push((m.id.clone(), m.partitions));
+        match requested {
+            Some(names) => {
+                for name in names {
+                    let meta = self.find_or_create(&name, auto_create).await;
+                    if let Found::Created(m) = &meta {
+                        created.push((m.id.clone(), m.partitions));
+                    }
+                    found.push((name, meta));
+                }
             }
-            found.push((name, meta));
+            None => {
+                found = self
+                    .all_topic_metas()
+                    .await
+                    .into_iter()
+                    .map(|m| (m.name.clone(), Found::Exists(m)))
+                    .collect();
+            }
         }
         // Topics this request created are answered with their leaders.
         self.announce(&created);
@@ -133,7 +141,12 @@ impl Api {
             .with_topics(topics)
     }
 
-    pub(super) async fn all_topic_names(&self) -> Vec<String> {
+    /// Every topic that holds its name, sorted by name, each meta read
+    /// once (a full Metadata used to read every meta twice: once for the
+    /// names, again to look each name up). A topic directory whose name
+    /// is held by another topic, or by none (its creator's claim lost or
+    /// undecided), is not listed: it is never led.
+    pub(super) async fn all_topic_metas(&self) -> Vec<TopicMeta> {
         let Ok(listing) = self
             .vfs
             .read_dir(std::path::Path::new(topic::TOPICS_DIR))
@@ -141,17 +154,32 @@ impl Api {
         else {
             return Vec::new();
         };
-        let mut names = Vec::new();
+        let mut by_name: BTreeMap<String, Vec<TopicMeta>> = BTreeMap::new();
         for e in listing {
             if e.name.starts_with('.') || e.name == "names" {
                 continue;
             }
             if let Ok(meta) = topic::read_meta(self.vfs.as_ref(), &e.name).await {
-                names.push(meta.name);
+                by_name.entry(meta.name.clone()).or_default().push(meta);
             }
         }
-        names.sort();
-        names
+        let mut metas = Vec::with_capacity(by_name.len());
+        for (name, candidates) in by_name {
+            let Ok(Some(holder)) = crate::log::names::holder(self.vfs.as_ref(), &name).await else {
+                continue;
+            };
+            match candidates.into_iter().find(|m| m.id == holder) {
+                Some(m) => metas.push(m),
+                // The holder's directory is not in a listing NFS served
+                // stale: a fresh read by path decides.
+                None => {
+                    if let Ok(m) = topic::read_meta(self.vfs.as_ref(), &holder).await {
+                        metas.push(m);
+                    }
+                }
+            }
+        }
+        metas
     }
 
     /// A topic's metadata, created first where that is asked for.

@@ -12,7 +12,10 @@ use kafka_protocol::messages::{
 };
 
 use super::{Api, code, is_internal, lookup_error, name_of, topic_name, uuid_of};
+use std::collections::BTreeMap;
+
 use crate::log::topic;
+use crate::log::topic::TopicMeta;
 
 /// Kafka's `max.request.partition.size.limit`: a request asks for at most
 /// this many partitions per response, whatever its own limit.
@@ -24,13 +27,22 @@ impl Api {
         r: DescribeTopicPartitionsRequest,
     ) -> DescribeTopicPartitionsResponse {
         let listed = !r.topics.is_empty();
+        // Every topic's meta is read with the listing; asked-for names are
+        // looked up one by one below.
+        let mut known: BTreeMap<String, TopicMeta> = BTreeMap::new();
         let mut names: Vec<String> = if listed {
             r.topics
                 .iter()
                 .map(|t| name_of(&t.name).to_owned())
                 .collect()
         } else {
-            self.all_topic_names().await
+            known = self
+                .all_topic_metas()
+                .await
+                .into_iter()
+                .map(|m| (m.name.clone(), m))
+                .collect();
+            known.keys().cloned().collect()
         };
         names.sort();
         names.dedup();
@@ -76,7 +88,11 @@ impl Api {
                 .with_name(Some(topic_name(&name)))
                 .with_is_internal(is_internal(&name))
                 .with_topic_authorized_operations(i32::MIN);
-            let meta = match topic::lookup(self.vfs.as_ref(), &name).await {
+            let looked_up = match known.remove(&name) {
+                Some(m) => Ok(Some(m)),
+                None => topic::lookup(self.vfs.as_ref(), &name).await,
+            };
+            let meta = match looked_up {
                 Ok(Some(m)) => m,
                 Ok(None) => {
                     if listed {

@@ -82,11 +82,13 @@ impl BrokerEntry {
 }
 
 impl Assignment {
+    /// A binary search: Metadata asks this for every partition, and a scan
+    /// made a full Metadata quadratic in the partition count.
     pub fn leadership(&self, topic_id: &str, partition: u32) -> Option<Leadership> {
         self.partitions
-            .iter()
-            .find(|(t, p, _)| t == topic_id && *p == partition)
-            .map(|(_, _, l)| *l)
+            .binary_search_by(|(t, p, _)| (t.as_str(), *p).cmp(&(topic_id, partition)))
+            .ok()
+            .map(|i| self.partitions[i].2)
     }
 
     /// Partitions and coordinator slots, keyed for placement.
@@ -140,8 +142,12 @@ pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
 /// The assignment of controller epoch `epoch`, if it wrote one (fresh read).
 pub async fn read(vfs: &dyn Vfs, epoch: u32) -> io::Result<Option<Assignment>> {
     let p = path(epoch);
-    let a: Option<Assignment> = crate::stored::read_json(vfs, &p, KIND).await?;
-    if let Some(a) = &a {
+    let mut a: Option<Assignment> = crate::stored::read_json(vfs, &p, KIND).await?;
+    if let Some(a) = &mut a {
+        // Controllers write them sorted; lookups rely on it.
+        if !a.partitions.is_sorted_by(|x, y| (&x.0, x.1) <= (&y.0, y.1)) {
+            a.partitions.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+        }
         if a.controller_epoch != epoch {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

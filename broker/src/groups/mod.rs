@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 use vfs::Vfs;
@@ -392,24 +393,28 @@ impl Coordinators {
             }
         }
         lock(&self.stuck).retain(|(s, e)| mine.get(s) == Some(e));
-        for (slot, epoch) in mine {
-            if lock(&self.slots).contains_key(&slot) || lock(&self.stuck).contains(&(slot, epoch)) {
-                continue;
+        // All at once (16 slots at most): a slot's takeover reads every
+        // group and transaction file of the slot.
+        let todo = mine.into_iter().filter(|(slot, epoch)| {
+            !lock(&self.slots).contains_key(slot) && !lock(&self.stuck).contains(&(*slot, *epoch))
+        });
+        join_all(todo.map(|(slot, epoch)| self.take_over(slot, epoch))).await;
+    }
+
+    async fn take_over(&self, slot: u32, epoch: u32) {
+        let began = tokio::time::Instant::now();
+        let taken = Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await;
+        self.metrics
+            .takeover("coordinator_slot", began.elapsed(), taken.is_ok());
+        match taken {
+            Ok(s) => {
+                lock(&self.slots).insert(slot, Arc::new(s));
+                // Prepared transactions it found are driven to their end.
+                self.txn_decided.notify_one();
             }
-            let began = tokio::time::Instant::now();
-            let taken = Slot::take_over(self.vfs.clone(), slot, epoch, &self.token).await;
-            self.metrics
-                .takeover("coordinator_slot", began.elapsed(), taken.is_ok());
-            match taken {
-                Ok(s) => {
-                    lock(&self.slots).insert(slot, Arc::new(s));
-                    // Prepared transactions it found are driven to their end.
-                    self.txn_decided.notify_one();
-                }
-                Err(e) => {
-                    tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; asking for a new epoch");
-                    lock(&self.stuck).insert((slot, epoch));
-                }
+            Err(e) => {
+                tracing::warn!(slot, epoch, error = %e, "coordinator takeover failed; asking for a new epoch");
+                lock(&self.stuck).insert((slot, epoch));
             }
         }
     }
