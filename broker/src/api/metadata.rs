@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use futures_util::stream::{self, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
@@ -20,6 +21,9 @@ use crate::log::topic::{TopicError, TopicMeta};
 
 use super::new_leaders::LEADERS_WAIT;
 use super::{Api, code, is_internal, lookup_error, name_of, split_host_port, topic_name, uuid_of};
+
+/// How many topic reads a full Metadata has in flight.
+const READS_AT_ONCE: usize = 32;
 
 /// A requested topic, as found (or made) by this request.
 enum Found {
@@ -147,39 +151,49 @@ impl Api {
     /// is held by another topic, or by none (its creator's claim lost or
     /// undecided), is not listed: it is never led.
     pub(super) async fn all_topic_metas(&self) -> Vec<TopicMeta> {
-        let Ok(listing) = self
-            .vfs
-            .read_dir(std::path::Path::new(topic::TOPICS_DIR))
-            .await
-        else {
+        let vfs = self.vfs.as_ref();
+        let Ok(listing) = vfs.read_dir(std::path::Path::new(topic::TOPICS_DIR)).await else {
             return Vec::new();
         };
+        // Reads run a few dozen at a time: each is a round trip to the
+        // volume (a thread hand-off locally, milliseconds on NFS), and one
+        // after another they made a full Metadata of 100 topics take 40 ms.
+        let metas: Vec<Option<TopicMeta>> = stream::iter(
+            listing
+                .into_iter()
+                .filter(|e| !e.name.starts_with('.') && e.name != "names"),
+        )
+        .map(|e| async move { topic::read_meta(vfs, &e.name).await.ok() })
+        .buffered(READS_AT_ONCE)
+        .collect()
+        .await;
         let mut by_name: BTreeMap<String, Vec<TopicMeta>> = BTreeMap::new();
-        for e in listing {
-            if e.name.starts_with('.') || e.name == "names" {
-                continue;
-            }
-            if let Ok(meta) = topic::read_meta(self.vfs.as_ref(), &e.name).await {
-                by_name.entry(meta.name.clone()).or_default().push(meta);
-            }
+        for meta in metas.into_iter().flatten() {
+            by_name.entry(meta.name.clone()).or_default().push(meta);
         }
-        let mut metas = Vec::with_capacity(by_name.len());
-        for (name, candidates) in by_name {
-            let Ok(Some(holder)) = crate::log::names::holder(self.vfs.as_ref(), &name).await else {
-                continue;
-            };
+        let held: Vec<(Vec<TopicMeta>, Option<String>)> = stream::iter(by_name)
+            .map(|(name, candidates)| async move {
+                let holder = crate::log::names::holder(vfs, &name).await.ok().flatten();
+                (candidates, holder)
+            })
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        let mut out = Vec::with_capacity(held.len());
+        for (candidates, holder) in held {
+            let Some(holder) = holder else { continue };
             match candidates.into_iter().find(|m| m.id == holder) {
-                Some(m) => metas.push(m),
+                Some(m) => out.push(m),
                 // The holder's directory is not in a listing NFS served
                 // stale: a fresh read by path decides.
                 None => {
-                    if let Ok(m) = topic::read_meta(self.vfs.as_ref(), &holder).await {
-                        metas.push(m);
+                    if let Ok(m) = topic::read_meta(vfs, &holder).await {
+                        out.push(m);
                     }
                 }
             }
         }
-        metas
+        out
     }
 
     /// A topic's metadata, created first where that is asked for.
