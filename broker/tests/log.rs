@@ -57,6 +57,7 @@ fn small() -> LogConfig {
         checkpoint_bytes: 1_500,
         retention_ms: None,
         retention_bytes: None,
+        compaction: None,
     }
 }
 
@@ -728,8 +729,13 @@ async fn retention_removes_old_segments_manifest_first_and_redrives_unlinks() {
         assert_eq!(read_all(&log, start).await.len() as i64, 80 - start);
         let listed = b.vfs.read_dir(&dir).await.unwrap();
         for e in &listed {
-            if let Some((base, _, _)) = broker::log::manifest::parse_segment_file(&e.name) {
-                assert!(base >= start, "{}: {} left behind", b.name, e.name);
+            if let Some((id, _)) = broker::log::manifest::parse_segment_file(&e.name) {
+                assert!(
+                    id.base_offset >= start,
+                    "{}: {} left behind",
+                    b.name,
+                    e.name
+                );
             }
         }
         // Retention by time: everything sealed is older than "now".

@@ -291,11 +291,11 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
         }
     };
     for e in listing {
-        let Some((_, epoch, "log")) = parse_segment_file(&e.name) else {
+        let Some((id, "log")) = parse_segment_file(&e.name) else {
             continue;
         };
         if !audit.segments.contains(&e.name) {
-            let why = if epoch > audit.epoch {
+            let why = if id.written_in() > audit.epoch {
                 "a segment of a newer epoch than the newest manifest: its leader is rolling \
                  or taking over now, or died before naming it"
             } else {

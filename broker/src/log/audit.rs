@@ -173,6 +173,7 @@ mod tests {
                 max_timestamp: 0,
             },
             adopted_until: None,
+            cleaned: None,
         }
     }
 

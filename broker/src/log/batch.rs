@@ -247,14 +247,29 @@ pub fn build(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Byt
 /// the first record's and its max timestamp the largest, as producers set
 /// them.
 pub fn build_timed(producer: (i64, i16, i32), records: &[(i64, &[u8])]) -> Bytes {
-    let keyed: Vec<Record> = records.iter().map(|(t, v)| (*t, None, *v)).collect();
+    let keyed: Vec<Record> = records.iter().map(|(t, v)| (*t, None, Some(*v))).collect();
+    encode(producer, 0, &keyed)
+}
+
+/// An uncompressed batch of keyed records; a `None` value is a tombstone
+/// (it deletes its key from a compacted topic). For tests and the
+/// simulator's clients.
+pub fn build_keyed(
+    producer: (i64, i16, i32),
+    timestamp: i64,
+    records: &[(&[u8], Option<&[u8]>)],
+) -> Bytes {
+    let keyed: Vec<Record> = records
+        .iter()
+        .map(|(k, v)| (timestamp, Some(*k), *v))
+        .collect();
     encode(producer, 0, &keyed)
 }
 
 /// A transactional producer's batch (the transactional attribute set), for
 /// tests and the simulator's clients.
 pub fn build_transactional(producer: (i64, i16, i32), timestamp: i64, values: &[&[u8]]) -> Bytes {
-    let records: Vec<Record> = values.iter().map(|v| (timestamp, None, *v)).collect();
+    let records: Vec<Record> = values.iter().map(|v| (timestamp, None, Some(*v))).collect();
     encode(producer, TRANSACTIONAL, &records)
 }
 
@@ -279,12 +294,12 @@ pub fn build_marker(
     encode(
         (producer.0, producer.1, -1),
         CONTROL | TRANSACTIONAL,
-        &[(timestamp, Some(&key), &value)],
+        &[(timestamp, Some(&key), Some(&value))],
     )
 }
 
-/// A record to encode: timestamp, key, value.
-type Record<'a> = (i64, Option<&'a [u8]>, &'a [u8]);
+/// A record to encode: timestamp, key, value (`None`: a tombstone).
+type Record<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
 
 fn encode(producer: (i64, i16, i32), attributes: i16, records: &[Record]) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer;
@@ -303,8 +318,13 @@ fn encode(producer: (i64, i16, i32), attributes: i16, records: &[Record]) -> Byt
             }
             None => put_varlong(&mut body, -1),
         }
-        put_varlong(&mut body, value.len() as i64);
-        body.put_slice(value);
+        match value {
+            Some(v) => {
+                put_varlong(&mut body, v.len() as i64);
+                body.put_slice(v);
+            }
+            None => put_varlong(&mut body, -1),
+        }
         put_varlong(&mut body, 0); // no headers
         put_varlong(&mut encoded, body.len() as i64);
         encoded.put_slice(&body);
@@ -401,7 +421,7 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
         .map(|(delta, _)| h.base_offset.wrapping_add(delta))
 }
 
-fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
+pub(crate) fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
     let mut z: u64 = 0;
     for shift in (0..64).step_by(7) {
         let (&b, rest) = buf.split_first()?;

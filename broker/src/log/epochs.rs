@@ -113,6 +113,7 @@ mod tests {
     fn sealed(base_offset: i64, epoch: u32, next_offset: i64) -> SegmentMeta {
         SegmentMeta {
             adopted_until: None,
+            cleaned: None,
             base_offset,
             epoch,
             state: SegmentState::Sealed {
@@ -126,6 +127,7 @@ mod tests {
     fn active(base_offset: i64, epoch: u32) -> SegmentMeta {
         SegmentMeta {
             adopted_until: None,
+            cleaned: None,
             base_offset,
             epoch,
             state: SegmentState::Active {

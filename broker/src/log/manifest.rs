@@ -28,6 +28,14 @@ pub(crate) struct Manifest {
     pub segments: Vec<SegmentMeta>,
     /// Producer state as of the last segment's checkpoint.
     pub producers: ProducerState,
+    /// Compaction has deduplicated the log below this offset (Kafka's
+    /// cleaner checkpoint): what lies above is the dirty part.
+    #[serde(default, skip_serializing_if = "is_zero_offset")]
+    pub cleaned_until: i64,
+}
+
+fn is_zero_offset(n: &i64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +48,46 @@ pub(crate) struct SegmentMeta {
     /// `PartitionLog::open_as_leader`). `None`: from `base_offset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopted_until: Option<i64>,
+    /// Set for a segment a compaction pass wrote: its records are still
+    /// `epoch`'s (they keep their offsets and leader epoch), its file is
+    /// the pass's. The segment keeps the base offset of the ones it
+    /// replaced, so without this its name could be theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaned: Option<Cleaning>,
+}
+
+/// Which compaction pass wrote a segment: the leader epoch it ran in and
+/// its number in that epoch (never reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Cleaning {
+    pub by_epoch: u32,
+    pub pass: u32,
+}
+
+/// What names a segment's files, and keys its handle and index in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SegmentId {
+    pub base_offset: i64,
+    pub epoch: u32,
+    pub cleaned: Option<Cleaning>,
+}
+
+impl SegmentId {
+    pub fn file(&self, ext: &str) -> String {
+        match self.cleaned {
+            None => segment_file(self.base_offset, self.epoch, ext),
+            Some(c) => format!(
+                "{:020}-{:010}-{:010}-{:010}.{ext}",
+                self.base_offset, self.epoch, c.by_epoch, c.pass
+            ),
+        }
+    }
+
+    /// The epoch whose leader created the file (and alone may remove it
+    /// while that epoch leads).
+    pub fn written_in(&self) -> u32 {
+        self.cleaned.map_or(self.epoch, |c| c.by_epoch)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,8 +108,16 @@ pub(crate) enum SegmentState {
 }
 
 impl SegmentMeta {
+    pub fn id(&self) -> SegmentId {
+        SegmentId {
+            base_offset: self.base_offset,
+            epoch: self.epoch,
+            cleaned: self.cleaned,
+        }
+    }
+
     pub fn file_name(&self) -> String {
-        segment_file(self.base_offset, self.epoch, "log")
+        self.id().file("log")
     }
 }
 
@@ -69,11 +125,28 @@ pub fn segment_file(base_offset: i64, epoch: u32, ext: &str) -> String {
     format!("{base_offset:020}-{epoch:010}.{ext}")
 }
 
-/// Parses `<base>-<epoch>.<ext>` back.
-pub fn parse_segment_file(name: &str) -> Option<(i64, u32, &str)> {
+/// Parses `<base>-<epoch>.<ext>` and, for a cleaned segment,
+/// `<base>-<epoch>-<pass's epoch>-<pass>.<ext>` back.
+pub fn parse_segment_file(name: &str) -> Option<(SegmentId, &str)> {
     let (stem, ext) = name.split_once('.')?;
-    let (base, epoch) = stem.split_once('-')?;
-    Some((base.parse().ok()?, epoch.parse().ok()?, ext))
+    let parts: Vec<&str> = stem.split('-').collect();
+    let num = |i: usize| parts.get(i).and_then(|p| p.parse::<u32>().ok());
+    let cleaned = match parts.len() {
+        2 => None,
+        4 => Some(Cleaning {
+            by_epoch: num(2)?,
+            pass: num(3)?,
+        }),
+        _ => return None,
+    };
+    Some((
+        SegmentId {
+            base_offset: parts[0].parse().ok()?,
+            epoch: num(1)?,
+            cleaned,
+        },
+        ext,
+    ))
 }
 
 pub(crate) fn manifest_path(dir: &Path, epoch: u32) -> PathBuf {
@@ -90,6 +163,7 @@ impl Manifest {
             log_start_offset: 0,
             segments: Vec::new(),
             producers: ProducerState::default(),
+            cleaned_until: 0,
         }
     }
 
@@ -134,8 +208,31 @@ mod tests {
         let b = segment_file(100, 2, "log");
         assert!(a < b);
         assert_eq!(a, "00000000000000000099-0000000003.log");
-        assert_eq!(parse_segment_file(&a), Some((99, 3, "log")));
+        let id = |base_offset, epoch, cleaned| SegmentId {
+            base_offset,
+            epoch,
+            cleaned,
+        };
+        assert_eq!(parse_segment_file(&a), Some((id(99, 3, None), "log")));
         assert_eq!(parse_segment_file("manifest-0000000001"), None);
+        let pass = Some(Cleaning {
+            by_epoch: 5,
+            pass: 2,
+        });
+        let cleaned = id(99, 3, pass).file("index");
+        assert_eq!(
+            cleaned,
+            "00000000000000000099-0000000003-0000000005-0000000002.index"
+        );
+        assert_eq!(
+            parse_segment_file(&cleaned),
+            Some((id(99, 3, pass), "index"))
+        );
+        assert_eq!(id(99, 3, pass).written_in(), 5);
+        assert_eq!(id(99, 3, None).written_in(), 3);
+        assert_eq!(id(99, 3, None).file("log"), a);
+        assert_eq!(parse_segment_file("1-2-3.log"), None);
+        assert_eq!(parse_segment_file("1-2-3-4-5.log"), None);
     }
 
     #[tokio::test]

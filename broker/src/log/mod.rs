@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod names;
 pub mod partition;
 pub mod producers;
+pub mod records;
 pub mod scan;
 pub mod staging;
 pub mod topic;

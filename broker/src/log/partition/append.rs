@@ -305,9 +305,7 @@ impl PartitionLog {
         };
         let (index, timeindex) = lock(&w.index).encode();
         for (ext, data) in [("index", index), ("timeindex", timeindex)] {
-            let path = self
-                .dir
-                .join(segment_file(sealed.base_offset, sealed.epoch, ext));
+            let path = self.dir.join(sealed.id().file(ext));
             // Indexes can be rebuilt from the log; a failure only costs a scan.
             if let Err(e) = atomic_replace(v, &path, data).await {
                 tracing::warn!(index = %path.display(), error = %e, "segment index not written");
@@ -315,6 +313,7 @@ impl PartitionLog {
         }
         let next = SegmentMeta {
             adopted_until: None,
+            cleaned: None,
             base_offset: w.next_offset,
             epoch: self.epoch,
             state: SegmentState::Active {
@@ -350,8 +349,7 @@ impl PartitionLog {
         w.max_timestamp = -1;
         w.since_checkpoint = 0;
         let mut view = lock(&self.view);
-        view.indexes
-            .insert((next.base_offset, next.epoch), w.index.clone());
+        view.indexes.insert(next.id(), w.index.clone());
         view.segments = w.manifest.segments.clone();
         view.active_end = 0;
         view.active_max_timestamp = -1;

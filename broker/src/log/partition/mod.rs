@@ -30,11 +30,12 @@ use vfs::{OpenOptions, Vfs, VfsFile};
 use super::batch::{self, BatchError};
 use super::epochs;
 use super::fence::{self, LeadershipFence};
-use super::manifest::{Manifest, SegmentMeta, SegmentState, parse_segment_file, segment_file};
+use super::manifest::{Manifest, SegmentId, SegmentMeta, SegmentState, parse_segment_file};
 use super::producers::{AbortedTxn, ProducerState, Sequence};
 use super::scan::{SegmentIndex, first_batch_reaching, scan};
 
 mod append;
+mod compaction;
 mod read;
 mod retention;
 mod takeover;
@@ -42,6 +43,8 @@ mod timestamps;
 #[cfg(madsim)]
 #[path = "../../historical/zombie_append.rs"]
 mod zombie_append;
+
+pub use compaction::{CleanerLimits, Compacted, CompactionConfig};
 
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -56,6 +59,8 @@ pub struct LogConfig {
     pub retention_ms: Option<i64>,
     /// Delete the oldest sealed segments while the log is larger than this.
     pub retention_bytes: Option<u64>,
+    /// Keep the newest record per key (`cleanup.policy` with `compact`).
+    pub compaction: Option<CompactionConfig>,
 }
 
 impl Default for LogConfig {
@@ -66,6 +71,7 @@ impl Default for LogConfig {
             checkpoint_bytes: 16 << 20,
             retention_ms: Some(7 * 24 * 3600 * 1000),
             retention_bytes: None,
+            compaction: None,
         }
     }
 }
@@ -157,7 +163,7 @@ struct Writer {
 /// What readers need, updated after each acknowledged flush.
 struct View {
     segments: Vec<SegmentMeta>,
-    indexes: BTreeMap<(i64, u32), SharedIndex>,
+    indexes: BTreeMap<SegmentId, SharedIndex>,
     log_start_offset: i64,
     high_watermark: i64,
     /// The first offset of the oldest open transaction, else the high
@@ -168,7 +174,7 @@ struct View {
     active_end: u64,
     /// Largest batch max timestamp in the active segment up to `active_end`.
     active_max_timestamp: i64,
-    handles: BTreeMap<(i64, u32), Arc<dyn VfsFile>>,
+    handles: BTreeMap<SegmentId, Arc<dyn VfsFile>>,
     /// Files whose deletion failed; re-driven by the next retention pass.
     pending_deletes: Vec<PathBuf>,
 }
@@ -190,6 +196,10 @@ pub struct PartitionLog {
     /// joined its transaction (KIP-890): the next transactional batch may
     /// open a transaction here. Consumed by that batch or a marker.
     verified: Mutex<BTreeMap<i64, i16>>,
+    /// One compaction pass at a time; the number of the next (never
+    /// reused in this epoch, so a failed pass's files never share a name
+    /// with a later pass's).
+    cleaning: tokio::sync::Mutex<u32>,
 }
 
 type SharedIndex = Arc<Mutex<SegmentIndex>>;
@@ -197,8 +207,8 @@ type SharedIndex = Arc<Mutex<SegmentIndex>>;
 /// The segment a new leader appends to, as its takeover left it.
 struct ActiveSegment {
     file: Box<dyn VfsFile>,
-    /// (base offset, epoch) of the segment, as the view keys it.
-    key: (i64, u32),
+    /// The segment, as the view keys it.
+    key: SegmentId,
     index: SegmentIndex,
     position: u64,
     next_offset: i64,
@@ -250,6 +260,7 @@ impl PartitionLog {
             }),
             queue: Mutex::new(Vec::new()),
             verified: Mutex::new(BTreeMap::new()),
+            cleaning: tokio::sync::Mutex::new(1),
             next_id: std::sync::atomic::AtomicU64::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             vfs,

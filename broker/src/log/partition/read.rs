@@ -36,6 +36,23 @@ impl PartitionLog {
         max_bytes: usize,
         committed: bool,
     ) -> Result<Isolated, LogError> {
+        match self.read_view(offset, max_bytes, committed).await {
+            // A compaction pass (or retention) swapped the segments between
+            // this read's view and its open, and removed the file: the new
+            // view names what replaced it.
+            Err(LogError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                self.read_view(offset, max_bytes, committed).await
+            }
+            r => r,
+        }
+    }
+
+    async fn read_view(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<Isolated, LogError> {
         let (segments, start, hw, lso, aborted, active_end) = {
             let v = lock(&self.view);
             (
@@ -94,11 +111,14 @@ impl PartitionLog {
                 // host's view through a long-lived handle is stale (NFS
                 // serves reads from cached pages up to a cached size). A
                 // fresh open revalidates (close-to-open).
-                lock(&self.view)
-                    .handles
-                    .remove(&(seg.base_offset, seg.epoch));
+                lock(&self.view).handles.remove(&seg.id());
                 let file = self.handle(seg).await?;
                 out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
+                if out.is_empty() && seg.cleaned.is_some() {
+                    // Compaction removed the segment's records from `offset`
+                    // on: the next record is in a later segment.
+                    continue;
+                }
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -115,7 +135,7 @@ impl PartitionLog {
     }
 
     pub(super) async fn handle(&self, seg: &SegmentMeta) -> io::Result<Arc<dyn VfsFile>> {
-        let key = (seg.base_offset, seg.epoch);
+        let key = seg.id();
         if let Some(h) = lock(&self.view).handles.get(&key) {
             return Ok(h.clone());
         }
@@ -137,13 +157,13 @@ impl PartitionLog {
         file: &dyn VfsFile,
         limit: u64,
     ) -> io::Result<SharedIndex> {
-        let key = (seg.base_offset, seg.epoch);
+        let key = seg.id();
         if let Some(i) = lock(&self.view).indexes.get(&key) {
             return Ok(i.clone());
         }
         let interval = self.cfg().index_interval_bytes;
         let read = |ext: &str| {
-            let path = self.dir.join(segment_file(seg.base_offset, seg.epoch, ext));
+            let path = self.dir.join(key.file(ext));
             let vfs = self.vfs.clone();
             async move { vfs::read_file(vfs.as_ref(), &path).await }
         };

@@ -69,19 +69,26 @@ impl PartitionLog {
             view.segments = w.manifest.segments.clone();
             view.log_start_offset = w.manifest.log_start_offset;
             for seg in &doomed {
-                view.handles.remove(&(seg.base_offset, seg.epoch));
-                view.indexes.remove(&(seg.base_offset, seg.epoch));
+                view.handles.remove(&seg.id());
+                view.indexes.remove(&seg.id());
             }
             std::mem::take(&mut view.pending_deletes)
         };
         drop(w);
         for seg in &doomed {
             for ext in ["log", "index", "timeindex"] {
-                to_unlink.push(self.dir.join(segment_file(seg.base_offset, seg.epoch, ext)));
+                to_unlink.push(self.dir.join(seg.id().file(ext)));
             }
         }
+        self.remove_files(to_unlink).await;
+        Ok(doomed.len())
+    }
+
+    /// Unlinks files no manifest of this epoch names any more; those whose
+    /// unlink fails wait for the next retention pass.
+    pub(super) async fn remove_files(&self, paths: Vec<PathBuf>) {
         let mut failed = Vec::new();
-        for path in to_unlink {
+        for path in paths {
             match self.vfs.unlink(&path).await {
                 Ok(()) => vfs::fault_point!(self.vfs, "retention.unlinked"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -92,7 +99,6 @@ impl PartitionLog {
             }
         }
         lock(&self.view).pending_deletes.extend(failed);
-        Ok(doomed.len())
     }
 
     /// DeleteRecords: moves the log start offset up to `offset` (`-1`: the
@@ -150,7 +156,7 @@ impl PartitionLog {
     /// written manifest is ahead of what it serves (a DeleteRecords then
     /// answered the new log start while ListOffsets answered the old one,
     /// seed 156), and the next epoch's takeover reads the manifest back.
-    async fn confirm_epoch(&self, w: &mut Writer) -> Result<(), LogError> {
+    pub(super) async fn confirm_epoch(&self, w: &mut Writer) -> Result<(), LogError> {
         let (why, err) = match self.fence.still_leader(self.epoch).await {
             Ok(true) => return Ok(()),
             Ok(false) => (

@@ -76,18 +76,14 @@ impl PartitionLog {
     /// name: deleted by retention before a crash, or written by a fenced
     /// leader after its epoch ended. Failures are queued for retention.
     pub(super) async fn sweep_orphans(&self) {
-        let listed: Vec<(i64, u32)> = lock(&self.view)
-            .segments
-            .iter()
-            .map(|s| (s.base_offset, s.epoch))
-            .collect();
+        let listed: Vec<SegmentId> = lock(&self.view).segments.iter().map(|s| s.id()).collect();
         let Ok(entries) = self.vfs.read_dir(&self.dir).await else {
             return;
         };
         let mut orphans = Vec::new();
         for e in entries {
-            if let Some((base, epoch, _)) = parse_segment_file(&e.name) {
-                if epoch < self.epoch && !listed.contains(&(base, epoch)) {
+            if let Some((id, _)) = parse_segment_file(&e.name) {
+                if id.written_in() < self.epoch && !listed.contains(&id) {
                     orphans.push(self.dir.join(&e.name));
                 }
             }
@@ -267,7 +263,9 @@ async fn write_own_segment(
             max_timestamp: adopted.max_timestamp,
         },
         adopted_until: (next_offset > base_offset).then_some(next_offset),
+        cleaned: None,
     };
+    let own_id = own.id();
     let file = v
         .open(&dir.join(own.file_name()), OpenOptions::create_new())
         .await?;
@@ -284,7 +282,7 @@ async fn write_own_segment(
     }
     Ok(ActiveSegment {
         file,
-        key: (base_offset, epoch),
+        key: own_id,
         index,
         position,
         next_offset,

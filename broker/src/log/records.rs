@@ -1,0 +1,171 @@
+//! The records inside an uncompressed v2 batch, as stored bytes, and a
+//! batch rebuilt from some of them.
+//!
+//! Compaction keeps records byte for byte: a record's offset and timestamp
+//! are deltas from its batch's base offset and base timestamp, and a
+//! rebuilt batch keeps both (and its last offset delta, as Kafka does for
+//! v2), so a kept record's bytes stay valid unchanged. Re-encoding through a
+//! record model would not be exact: Kafka allows a header key twice.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::batch::{self, BatchHeader, HEADER_LEN, get_varlong};
+
+/// One record of an uncompressed batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawRecord<'a> {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// `None`: a record without a key (never kept by compaction).
+    pub key: Option<&'a [u8]>,
+    /// `None`: a tombstone, which deletes its key.
+    pub value: Option<&'a [u8]>,
+    /// The record as stored, its length prefix included.
+    pub bytes: &'a [u8],
+}
+
+/// Whether a batch's records are stored compressed.
+pub(crate) fn is_compressed(h: &BatchHeader) -> bool {
+    h.attributes & 0x07 != 0
+}
+
+/// The records of the uncompressed batch `batch` (validated, header `h`);
+/// `None` if it is compressed or a record does not parse.
+pub(crate) fn records<'a>(batch: &'a [u8], h: &BatchHeader) -> Option<Vec<RawRecord<'a>>> {
+    if is_compressed(h) {
+        return None;
+    }
+    let mut rest = batch.get(HEADER_LEN..h.size)?;
+    let mut out = Vec::with_capacity((h.records.max(0) as usize).min(rest.len() / 7));
+    for _ in 0..h.records {
+        let before = rest;
+        let len = usize::try_from(get_varlong(&mut rest)?).ok()?;
+        let prefix = before.len() - rest.len();
+        let mut rec = rest.get(..len)?;
+        let bytes = before.get(..prefix + len)?;
+        rest = &rest[len..];
+        rec = rec.get(1..)?; // attributes
+        let ts_delta = get_varlong(&mut rec)?;
+        let offset_delta = get_varlong(&mut rec)?;
+        let key_len = get_varlong(&mut rec)?;
+        let key = match usize::try_from(key_len) {
+            Ok(n) => {
+                let k = rec.get(..n)?;
+                rec = &rec[n..];
+                Some(k)
+            }
+            Err(_) => None,
+        };
+        let value = match usize::try_from(get_varlong(&mut rec)?) {
+            Ok(n) => Some(rec.get(..n)?),
+            Err(_) => None,
+        };
+        out.push(RawRecord {
+            offset: h.base_offset.wrapping_add(offset_delta),
+            timestamp: h.base_timestamp.wrapping_add(ts_delta),
+            key,
+            value,
+            bytes,
+        });
+    }
+    rest.is_empty().then_some(out)
+}
+
+/// A record as a reader sees it: offset, key, value (`None`: a tombstone).
+pub type Keyed = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The records of every uncompressed batch in `batches` (whole batches, as
+/// a fetch returns them); `None` if one is compressed or malformed. For
+/// tests and the simulator's checker.
+pub fn keyed_records(mut batches: &[u8]) -> Option<Vec<Keyed>> {
+    let mut out = Vec::new();
+    while !batches.is_empty() {
+        let h = batch::parse(batches).ok()?;
+        if h.control.is_none() {
+            for r in records(batches, &h)? {
+                out.push((
+                    r.offset,
+                    r.key.map(<[u8]>::to_vec),
+                    r.value.map(<[u8]>::to_vec),
+                ));
+            }
+        }
+        batches = &batches[h.size..];
+    }
+    Some(out)
+}
+
+/// `batch` with only `kept` of its records (a non-empty subset, in order):
+/// the same header but for the record count, the length and the CRC.
+pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>]) -> Bytes {
+    let body: usize = kept.iter().map(|r| r.bytes.len()).sum();
+    let mut out = BytesMut::with_capacity(HEADER_LEN + body);
+    out.put_slice(&batch[..HEADER_LEN]);
+    for r in kept {
+        out.put_slice(r.bytes);
+    }
+    let length = (HEADER_LEN - batch::LOG_OVERHEAD + body) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
+    batch::restamp_crc(&mut out);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_rebuilt_from_some_records_keeps_their_offsets_and_bytes() {
+        let mut b = BytesMut::from(
+            &batch::build_keyed(
+                (7, 1, 10),
+                1_000,
+                &[
+                    (b"a", Some(b"1")),
+                    (b"b", None),
+                    (b"a", Some(b"22")),
+                    (b"c", Some(b"333")),
+                ],
+            )[..],
+        );
+        batch::stamp(&mut b, 100, 3);
+        let h = batch::parse(&b).unwrap();
+        let all = records(&b, &h).unwrap();
+        let keys: Vec<_> = all.iter().map(|r| (r.offset, r.key, r.value)).collect();
+        assert_eq!(
+            keys,
+            [
+                (100, Some(&b"a"[..]), Some(&b"1"[..])),
+                (101, Some(&b"b"[..]), None),
+                (102, Some(&b"a"[..]), Some(&b"22"[..])),
+                (103, Some(&b"c"[..]), Some(&b"333"[..])),
+            ]
+        );
+        let kept = [all[1], all[3]];
+        let rebuilt = rebuild(&b, &kept);
+        let r = batch::parse(&rebuilt).unwrap();
+        assert_eq!((r.base_offset, r.last_offset(), r.records), (100, 103, 2));
+        assert_eq!((r.producer_id, r.base_sequence, r.leader_epoch), (7, 10, 3));
+        let again = records(&rebuilt, &r).unwrap();
+        assert_eq!(
+            again.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            [101, 103]
+        );
+        assert_eq!(
+            batch::decode_values(&rebuilt).unwrap(),
+            [b"".to_vec(), b"333".to_vec()]
+        );
+    }
+
+    #[test]
+    fn malformed_records_are_refused_not_read_past() {
+        let b = batch::build_keyed((-1, -1, -1), 0, &[(b"k", Some(b"v"))]);
+        let h = batch::parse(&b).unwrap();
+        let mut cut = BytesMut::from(&b[..]);
+        cut[HEADER_LEN] = 0x7e; // record length 63, more than is there
+        assert_eq!(records(&cut, &h), None);
+        let compressed = BatchHeader { attributes: 1, ..h };
+        assert_eq!(records(&b, &compressed), None);
+    }
+}

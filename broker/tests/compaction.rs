@@ -1,0 +1,403 @@
+//! Compaction on every backend: the newest value of every key survives,
+//! offsets never move, a crash at any step of a pass loses nothing, and a
+//! deposed leader's pass removes nothing its successor reads.
+#![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use broker::log::partition::{CleanerLimits, CompactionConfig};
+use broker::log::records::keyed_records;
+use broker::log::{LogConfig, LogError, PartitionLog, batch};
+use bytes::Bytes;
+use vfs::model::{ModelNfs, NfsConfig};
+use vfs::testkit::Interrupting;
+use vfs::{MemVfs, Vfs};
+
+mod common;
+use common::{lead, with_topic};
+
+/// A backend's name, its volume, and what keeps a temporary directory.
+type Backend = (&'static str, Arc<dyn Vfs>, Option<Box<dyn std::any::Any>>);
+
+fn backends() -> Vec<Backend> {
+    #[cfg_attr(madsim, allow(unused_mut))]
+    let mut out: Vec<Backend> = vec![
+        ("mem", Arc::new(MemVfs::new()), None),
+        (
+            "model",
+            Arc::new(ModelNfs::new(NfsConfig::default(), 1).host(1)),
+            None,
+        ),
+    ];
+    #[cfg(not(madsim))]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        out.push((
+            "posix",
+            Arc::new(vfs::PosixVfs::open_volume(dir.path()).unwrap()),
+            Some(Box::new(dir)),
+        ));
+    }
+    out
+}
+
+fn compacting() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1_500,
+        index_interval_bytes: 200,
+        checkpoint_bytes: 700,
+        retention_ms: None,
+        retention_bytes: None,
+        compaction: Some(CompactionConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: i64::MAX,
+        }),
+    }
+}
+
+/// The `i`th write: key `k<i % 13>`, every 9th one a tombstone.
+fn write(i: u32) -> (Vec<u8>, Option<Vec<u8>>) {
+    let key = format!("k{:02}", i % 13).into_bytes();
+    let value = (i % 9 != 8).then(|| format!("v{i:04}-{}", "x".repeat((i % 5) as usize * 10)));
+    (key, value.map(String::into_bytes))
+}
+
+fn batch_of(i: u32, timestamp: i64) -> Bytes {
+    let (k, v) = write(i);
+    batch::build_keyed((-1, -1, -1), timestamp, &[(&k, v.as_deref())])
+}
+
+type Read = Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)>;
+
+/// Every record readable from the log start on, fetching from the offset
+/// after the last one read (as a consumer does).
+async fn read_all(log: &PartitionLog) -> Read {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    loop {
+        let r = log.read(next, 400).await.unwrap();
+        if r.records.is_empty() {
+            return out;
+        }
+        let recs = keyed_records(&r.records).unwrap();
+        let from = next;
+        for rec in recs.into_iter().filter(|r| r.0 >= from) {
+            next = rec.0 + 1;
+            out.push(rec);
+        }
+    }
+}
+
+/// What a completed pass promises: every record read is the one written
+/// at its offset, in offset order; each key's newest acknowledged record
+/// is there; and below `cleaned_until` no key appears twice.
+fn check(read: &Read, acked: &BTreeMap<i64, u32>, cleaned_until: i64, what: &str) {
+    let mut last = -1;
+    for (o, k, v) in read {
+        assert!(*o > last, "{what}: offsets out of order at {o}");
+        last = *o;
+        if let Some(i) = acked.get(o) {
+            assert_eq!((k.clone(), v.clone()), {
+                let (k, v) = write(*i);
+                (Some(k), v)
+            });
+        }
+    }
+    let mut newest: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+    for (o, i) in acked {
+        newest.insert(write(*i).0, *o);
+    }
+    for (k, o) in &newest {
+        assert!(
+            read.iter().any(|r| r.0 == *o),
+            "{what}: the newest record of {} (offset {o}) is gone",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let mut seen = BTreeMap::new();
+    for (o, k, _) in read.iter().filter(|r| r.0 < cleaned_until) {
+        if let Some(prev) = seen.insert(k.clone(), *o) {
+            panic!("{what}: key {k:?} at {prev} and {o}, both below {cleaned_until}");
+        }
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_pass_keeps_the_newest_record_of_every_key_at_its_offset() {
+    for (name, vfs, _guard) in backends() {
+        let meta = with_topic(vfs.as_ref(), "table", 1).await;
+        let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
+        let mut acked = BTreeMap::new();
+        for i in 0..300 {
+            let a = log.append(batch_of(i, 1_000 + i64::from(i))).await.unwrap();
+            acked.insert(a.base_offset, i);
+        }
+        let size_before = log.size_bytes();
+        let done = log
+            .compact(10_000, &CleanerLimits::default())
+            .await
+            .unwrap()
+            .expect("a pass runs: everything sealed is dirty");
+        assert!(done.records_kept < done.records_read, "{name}: {done:?}");
+        assert!(done.bytes_written < done.bytes_read, "{name}: {done:?}");
+        assert!(log.size_bytes() < size_before, "{name}");
+        let read = read_all(&log).await;
+        check(&read, &acked, done.cleaned_until, name);
+        // Offsets do not move: the log start and end are where they were.
+        assert_eq!((log.log_start_offset(), log.high_watermark()), (0, 300));
+        // A fetch at an offset the pass removed answers the next record.
+        let gone = (0..done.cleaned_until)
+            .find(|o| !read.iter().any(|r| r.0 == *o))
+            .unwrap();
+        let r = log.read(gone, 100).await.unwrap();
+        let first = keyed_records(&r.records)
+            .unwrap()
+            .into_iter()
+            .find(|r| r.0 >= gone)
+            .unwrap();
+        assert_eq!(
+            first.0,
+            read.iter().find(|r| r.0 > gone).unwrap().0,
+            "{name}"
+        );
+        // Nothing is left to do until more of the log is dirty.
+        assert_eq!(
+            log.compact(10_000, &CleanerLimits::default())
+                .await
+                .unwrap(),
+            None
+        );
+        // A new leader reads the same log, and no file of the old segments
+        // remains.
+        drop(log);
+        let next = lead(vfs.clone(), &meta, 0, 2, compacting()).await.unwrap();
+        assert_eq!(read_all(&next).await, read, "{name}: after a takeover");
+        let dir = broker::log::topic::partition_dir(&meta.id, 0);
+        let files: Vec<String> = vfs
+            .read_dir(&dir)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        for f in &files {
+            let (id, _) = broker::log::manifest::parse_segment_file(f).unwrap();
+            assert!(
+                id.cleaned.is_some() || id.base_offset >= done.cleaned_until,
+                "{name}: {f} outlived its pass ({files:?})"
+            );
+        }
+    }
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn tombstones_go_after_delete_retention_and_take_their_key() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let mut config = compacting();
+    if let Some(c) = &mut config.compaction {
+        c.delete_retention_ms = 5_000;
+    }
+    let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
+    for i in 0..200 {
+        log.append(batch_of(i, 1_000)).await.unwrap();
+    }
+    let tombstones = |r: &Read| r.iter().filter(|r| r.2.is_none()).count();
+    // Within delete.retention.ms the newest tombstones stay.
+    let first = log
+        .compact(5_500, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = read_all(&log).await;
+    let kept = read
+        .iter()
+        .filter(|r| r.0 < first.cleaned_until)
+        .collect::<Vec<_>>();
+    assert!(kept.iter().any(|r| r.2.is_none()), "{read:?}");
+    // Appending more makes the log dirty again; past the retention the
+    // tombstones below the cleaned offset go, and their keys with them.
+    for i in 200..400 {
+        log.append(batch_of(i, 1_000)).await.unwrap();
+    }
+    let second = log
+        .compact(7_000, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let read = read_all(&log).await;
+    assert_eq!(
+        tombstones(
+            &read
+                .iter()
+                .filter(|r| r.0 < second.cleaned_until)
+                .cloned()
+                .collect()
+        ),
+        0
+    );
+    let keys: std::collections::BTreeSet<_> = read
+        .iter()
+        .filter(|r| r.0 < second.cleaned_until)
+        .map(|r| r.1.clone())
+        .collect();
+    assert!(keys.len() < 13, "deleted keys are gone: {keys:?}");
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_small_offset_map_cleans_in_several_passes() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
+    let mut acked = BTreeMap::new();
+    for i in 0..300 {
+        let a = log.append(batch_of(i, 1_000)).await.unwrap();
+        acked.insert(a.base_offset, i);
+    }
+    // Room for 5 keys of the 13.
+    let tiny = CleanerLimits {
+        dedupe_buffer_bytes: 5 * 64,
+        io_bytes_per_second: None,
+    };
+    let mut ends = Vec::new();
+    while let Some(done) = log.compact(10_000, &tiny).await.unwrap() {
+        assert!(done.keys <= 5, "{done:?}");
+        ends.push(done.cleaned_until);
+        assert!(ends.len() < 200, "no progress: {ends:?}");
+    }
+    assert!(
+        ends.len() > 1 && ends.windows(2).all(|w| w[0] < w[1]),
+        "{ends:?}"
+    );
+    check(
+        &read_all(&log).await,
+        &acked,
+        *ends.last().unwrap(),
+        "tiny map",
+    );
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn the_io_rate_paces_a_pass() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
+    for i in 0..300 {
+        log.append(batch_of(i, 1_000)).await.unwrap();
+    }
+    let slow = CleanerLimits {
+        dedupe_buffer_bytes: 1 << 20,
+        io_bytes_per_second: Some(10_000),
+    };
+    let started = tokio::time::Instant::now();
+    let done = log.compact(10_000, &slow).await.unwrap().unwrap();
+    let took = started.elapsed().as_secs_f64();
+    // Read twice (map, then copy) and written once.
+    let least = (done.bytes_read + done.bytes_written) as f64 / 10_000.0;
+    assert!(took >= least * 0.9, "{took} s for {done:?}");
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_deposed_leaders_pass_removes_nothing_its_successor_reads() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 3);
+    let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
+    let meta = with_topic(a.as_ref(), "table", 1).await;
+    let old = lead(a.clone(), &meta, 0, 1, compacting()).await.unwrap();
+    let mut acked = BTreeMap::new();
+    for i in 0..300 {
+        let x = old.append(batch_of(i, 1_000)).await.unwrap();
+        acked.insert(x.base_offset, i);
+    }
+    // The successor takes over before the old leader's pass swaps.
+    let new = lead(b.clone(), &meta, 0, 2, compacting()).await.unwrap();
+    let err = old
+        .compact(10_000, &CleanerLimits::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LogError::Fenced(1)), "{err}");
+    let read = read_all(&new).await;
+    check(&read, &acked, 0, "successor");
+    assert_eq!(read.len(), 300, "the successor's log is whole");
+    // Its own pass then compacts.
+    let done = new
+        .compact(10_000, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    check(
+        &read_all(&new).await,
+        &acked,
+        done.cleaned_until,
+        "successor's pass",
+    );
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_crash_at_every_step_of_a_pass_loses_no_newest_record() {
+    let mut budgets = 0;
+    for budget in 0.. {
+        budgets += 1;
+        if !crash_once(budget).await {
+            break;
+        }
+    }
+    assert!(budgets > 30, "only {budgets} crash points");
+}
+
+/// Appends, then compacts twice on a volume cut after `budget` calls of
+/// the pass; a new leader on another host must read every newest record.
+async fn crash_once(budget: usize) -> bool {
+    let nfs = ModelNfs::new(NfsConfig::default(), budget as u64);
+    let (a, b): (Arc<dyn Vfs>, Arc<dyn Vfs>) = (Arc::new(nfs.host(1)), Arc::new(nfs.host(2)));
+    let meta = with_topic(a.as_ref(), "table", 1).await;
+    let log = lead(a.clone(), &meta, 0, 1, compacting()).await.unwrap();
+    let mut acked = BTreeMap::new();
+    for i in 0..200 {
+        let x = log.append(batch_of(i, 1_000)).await.unwrap();
+        acked.insert(x.base_offset, i);
+    }
+    drop(log);
+    let cut = Arc::new(Interrupting::new(a.clone(), budget));
+    let log = lead(cut.clone(), &meta, 0, 2, compacting()).await;
+    let mut cleaned = 0;
+    if let Ok(log) = &log {
+        for i in 200..260 {
+            match log.append(batch_of(i, 1_000)).await {
+                Ok(x) => {
+                    acked.insert(x.base_offset, i);
+                }
+                Err(_) => break,
+            }
+            if i % 30 == 29 {
+                if let Ok(Some(d)) = log.compact(10_000, &CleanerLimits::default()).await {
+                    cleaned = d.cleaned_until;
+                }
+            }
+        }
+    }
+    let tripped = cut.tripped();
+    nfs.crash_host(1);
+    drop(log);
+    let next = lead(b.clone(), &meta, 0, 3, compacting()).await.unwrap();
+    let read = read_all(&next).await;
+    check(&read, &acked, cleaned, &format!("budget {budget}"));
+    // And the new leader's own pass completes the job.
+    if let Some(d) = next
+        .compact(10_000, &CleanerLimits::default())
+        .await
+        .unwrap()
+    {
+        check(&read_all(&next).await, &acked, d.cleaned_until, "after");
+    }
+    tripped
+}
