@@ -232,6 +232,29 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1024..=4_294_967_295))]
     pub max_in_flight_bytes_per_connection: u64,
 
+    /// Most bytes a compaction pass's offset map takes
+    /// (log.cleaner.dedupe.buffer.size): with 64 bytes a key, the default
+    /// holds 2 million keys; a pass that fills it cleans up to there and
+    /// the next one goes on.
+    #[arg(long, env = "KAAS_LOG_CLEANER_DEDUPE_BUFFER_SIZE", default_value_t = 134_217_728,
+          value_parser = clap::value_parser!(u64).range(65_536..))]
+    pub log_cleaner_dedupe_buffer_size: u64,
+
+    /// Bytes a compaction pass reads and writes per second, all partitions
+    /// together (log.cleaner.io.max.bytes.per.second); 0: unthrottled.
+    #[arg(
+        long,
+        env = "KAAS_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND",
+        default_value_t = 0
+    )]
+    pub log_cleaner_io_max_bytes_per_second: u64,
+
+    /// Time between compaction rounds over the partitions led here
+    /// (log.cleaner.backoff.ms).
+    #[arg(long, env = "KAAS_LOG_CLEANER_BACKOFF_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub log_cleaner_backoff_ms: u64,
+
     /// A connection with no request for this long is closed
     /// (connections.max.idle.ms); 0: never.
     #[arg(long, env = "KAAS_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000)]
@@ -425,6 +448,21 @@ impl Config {
                 explicit: !self.super_users.is_empty(),
             },
             entry("log.dirs", self.data_dir.display().to_string(), "data_dir"),
+            entry(
+                "log.cleaner.dedupe.buffer.size",
+                self.log_cleaner_dedupe_buffer_size.to_string(),
+                "log_cleaner_dedupe_buffer_size",
+            ),
+            entry(
+                "log.cleaner.io.max.bytes.per.second",
+                self.log_cleaner_io_max_bytes_per_second.to_string(),
+                "log_cleaner_io_max_bytes_per_second",
+            ),
+            entry(
+                "log.cleaner.backoff.ms",
+                self.log_cleaner_backoff_ms.to_string(),
+                "log_cleaner_backoff_ms",
+            ),
             entry(
                 "max.connections",
                 self.max_connections.to_string(),

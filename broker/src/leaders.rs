@@ -9,8 +9,9 @@ use vfs::durable::ClaimToken;
 
 use crate::cluster::assignment::Assignment;
 use crate::log::fence::{EpochClaims, LeadershipFence};
+use crate::log::partition::CleanerLimits;
 use crate::log::topic_config::{self, Overrides};
-use crate::log::{LogConfig, PartitionLog, topic};
+use crate::log::{LogConfig, LogError, PartitionLog, topic};
 
 /// How many partition takeovers a broker runs at once.
 const TAKEOVERS_AT_ONCE: usize = 32;
@@ -115,11 +116,13 @@ impl Leaders {
             let o = &fresh[&t];
             let deletes = topic_config::deletes_by_retention(o);
             let limit = |name| Some(topic_config::get_i64(o, name)).filter(|v| deletes && *v >= 0);
-            log.set_limits(
-                topic_config::get_i64(o, "segment.bytes").max(14) as u64,
-                limit("retention.ms"),
-                limit("retention.bytes").map(|v| v as u64),
-            );
+            log.set_limits(|c| {
+                c.segment_bytes = topic_config::get_i64(o, "segment.bytes").max(14) as u64;
+                c.segment_ms = Some(topic_config::get_i64(o, "segment.ms")).filter(|v| *v > 0);
+                c.retention_ms = limit("retention.ms");
+                c.retention_bytes = limit("retention.bytes").map(|v| v as u64);
+                c.compaction = topic_config::compaction(o);
+            });
         }
         lock(&self.configs).extend(fresh);
     }
@@ -138,24 +141,89 @@ impl Leaders {
                 Ok(n) => {
                     tracing::info!(topic_id = %t, partition = p, segments = n, "retention removed segments")
                 }
-                // Superseded: the successor leads; this copy only goes.
-                Err(crate::log::LogError::Fenced(_)) => {
-                    drop(log);
-                    self.step_down(&t, p).await;
-                }
-                Err(crate::log::LogError::Failed(why)) => {
-                    tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
-                    self.give_up(&t, p, log.epoch());
-                    drop(log);
-                    self.step_down(&t, p).await;
-                }
-                Err(e) => {
-                    tracing::warn!(topic_id = %t, partition = p, error = %e, "retention failed; retrying next tick")
-                }
+                Err(e) => self.failed(&t, p, log, e, "retention").await,
             }
         }
         let backlog = lock(&self.logs).values().map(|l| l.pending_deletes()).sum();
         self.metrics.retention_backlog(backlog);
+    }
+
+    /// After a log operation failed: a fenced log steps down (the
+    /// successor leads; this copy only goes), a stopped one too, asking
+    /// for a new epoch; anything else is retried at the next round.
+    async fn failed(&self, t: &str, p: u32, log: Arc<PartitionLog>, e: LogError, what: &str) {
+        match e {
+            LogError::Fenced(_) => {
+                drop(log);
+                self.step_down(t, p).await;
+            }
+            LogError::Failed(why) => {
+                tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
+                self.give_up(t, p, log.epoch());
+                drop(log);
+                self.step_down(t, p).await;
+            }
+            e => {
+                tracing::warn!(topic_id = %t, partition = p, error = %e, "{what} failed; retrying next round")
+            }
+        }
+    }
+
+    /// Rolls the active segments that reached `segment.ms` and compacts
+    /// the partitions of compacted topics led here, one pass at a time,
+    /// every `backoff`, until the broker stops.
+    pub async fn run_cleaner(
+        self: Arc<Self>,
+        limits: CleanerLimits,
+        backoff: std::time::Duration,
+        clock: crate::clock::WallClock,
+    ) {
+        loop {
+            tokio::time::sleep(backoff).await;
+            self.clean(&limits, clock.now_ms()).await;
+        }
+    }
+
+    /// One cleaner round over every partition led here.
+    pub async fn clean(&self, limits: &CleanerLimits, now_ms: i64) {
+        let logs: Vec<((String, u32), Arc<PartitionLog>)> = lock(&self.logs)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ((t, p), log) in logs {
+            if let Err(e) = log.roll_if_due(now_ms).await {
+                self.failed(&t, p, log, e, "rolling by segment.ms").await;
+                continue;
+            }
+            let started = tokio::time::Instant::now();
+            match log.compact(now_ms, limits).await {
+                Ok(None) => {}
+                Ok(Some(d)) => {
+                    let took = started.elapsed();
+                    self.metrics.compacted(took, Some(&d));
+                    tracing::info!(
+                        topic_id = %t,
+                        partition = p,
+                        segments_read = d.segments_read,
+                        segments_written = d.segments_written,
+                        bytes_read = d.bytes_read,
+                        bytes_written = d.bytes_written,
+                        ratio = format!("{:.3}", d.bytes_written as f64 / d.bytes_read.max(1) as f64),
+                        records_kept = d.records_kept,
+                        records_read = d.records_read,
+                        keys = d.keys,
+                        compressed_batches_kept = d.compressed_batches,
+                        cleaned_until = d.cleaned_until,
+                        seconds = format!("{:.3}", took.as_secs_f64()),
+                        "compacted"
+                    );
+                }
+                Err(e) => {
+                    self.metrics.compacted(started.elapsed(), None);
+                    self.failed(&t, p, log, e, "compaction").await;
+                }
+            }
+        }
     }
 
     /// Stops leading a partition (fenced, or no longer assigned here).

@@ -47,6 +47,10 @@ struct Inner {
     deletion_backlog: IntGauge,
     retention_backlog: IntGauge,
     throttle_seconds: HistogramVec,
+    compactions: IntCounterVec,
+    compaction_bytes: IntCounterVec,
+    compaction_seconds: HistogramVec,
+    compaction_compressed: IntCounter,
 }
 
 impl Default for Metrics {
@@ -202,6 +206,32 @@ impl Metrics {
                 &["quota"],
                 SECONDS,
             ),
+            compactions: counter(
+                &r,
+                "compaction_passes_total",
+                "Compaction passes over a partition, by outcome (ok, failed)",
+                &["outcome"],
+            ),
+            compaction_bytes: counter(
+                &r,
+                "compaction_bytes_total",
+                "Segment bytes compaction passes read (the segments they replaced) and wrote \
+                 (the cleaned segments)",
+                &["direction"],
+            ),
+            compaction_seconds: histogram(
+                &r,
+                "compaction_duration_seconds",
+                "One compaction pass over a partition, from its plan to the old files' removal",
+                &[],
+                TAKEOVER_SECONDS,
+            ),
+            compaction_compressed: single(
+                &r,
+                "compaction_compressed_batches_kept_total",
+                "Batches of compacted topics kept whole because their records are compressed \
+                 (kaas does not decompress them yet: their older keys are not removed)",
+            ),
             registry: r,
         };
         // Zero until they happen, rather than absent: a dashboard or an
@@ -209,6 +239,12 @@ impl Metrics {
         inner.fenced.with_label_values(&["Produce"]);
         for op in [Op::Open, Op::Rename] {
             inner.lost_replies.with_label_values(&[op.name()]);
+        }
+        for outcome in ["ok", "failed"] {
+            inner.compactions.with_label_values(&[outcome]);
+        }
+        for direction in ["read", "written"] {
+            inner.compaction_bytes.with_label_values(&[direction]);
         }
         for quota in ["producer_byte_rate", "consumer_byte_rate"] {
             inner.throttle_seconds.with_label_values(&[quota]);
@@ -300,6 +336,26 @@ impl Metrics {
 
     pub fn deletion_backlog(&self, topics: usize) {
         self.0.deletion_backlog.set(topics as i64);
+    }
+
+    /// A compaction pass ended: with what it did, or failed.
+    pub fn compacted(&self, elapsed: Duration, done: Option<&crate::log::partition::Compacted>) {
+        let m = &self.0;
+        m.compactions
+            .with_label_values(&[if done.is_some() { "ok" } else { "failed" }])
+            .inc();
+        if let Some(d) = done {
+            m.compaction_seconds
+                .with_label_values(&[] as &[&str])
+                .observe(elapsed.as_secs_f64());
+            m.compaction_bytes
+                .with_label_values(&["read"])
+                .inc_by(d.bytes_read);
+            m.compaction_bytes
+                .with_label_values(&["written"])
+                .inc_by(d.bytes_written);
+            m.compaction_compressed.inc_by(d.compressed_batches);
+        }
     }
 
     pub fn retention_backlog(&self, files: usize) {

@@ -28,6 +28,7 @@ use crate::health::{self, Readiness};
 use crate::heartbeat::{self, Heartbeat};
 use crate::layout;
 use crate::leaders::Leaders;
+use crate::log::partition::CleanerLimits;
 use crate::log::staging::StagingSweep;
 use crate::log::{LogConfig, topic};
 use crate::metrics::Metrics;
@@ -472,6 +473,17 @@ impl Node {
                 tracing::warn!(error = %e, "cannot read the client quotas yet");
             }
             // Aborted with the servers at stop.
+            let limits = CleanerLimits {
+                dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_size,
+                io_bytes_per_second: Some(self.config.log_cleaner_io_max_bytes_per_second)
+                    .filter(|r| *r > 0),
+            };
+            self.servers
+                .push(tokio::spawn(self.leaders.clone().run_cleaner(
+                    limits,
+                    Duration::from_millis(self.config.log_cleaner_backoff_ms),
+                    self.config.wall_clock.clone(),
+                )));
             let every = self.security.config.refresh;
             self.servers
                 .push(tokio::spawn(api.quotas().run_refresher(every)));

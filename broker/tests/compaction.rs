@@ -45,6 +45,7 @@ fn backends() -> Vec<Backend> {
 fn compacting() -> LogConfig {
     LogConfig {
         segment_bytes: 1_500,
+        segment_ms: None,
         index_interval_bytes: 200,
         checkpoint_bytes: 700,
         retention_ms: None,
@@ -400,4 +401,45 @@ async fn crash_once(budget: usize) -> bool {
         check(&read_all(&next).await, &acked, d.cleaned_until, "after");
     }
     tripped
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn an_active_segment_rolls_at_segment_ms_and_becomes_cleanable() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        segment_ms: Some(1_000),
+        ..compacting()
+    };
+    let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
+    // Empty: nothing to roll, however old.
+    assert!(!log.roll_if_due(0).await.unwrap());
+    assert!(!log.roll_if_due(5_000).await.unwrap());
+    for i in 0..30 {
+        log.append(batch_of(i, 1_000)).await.unwrap();
+    }
+    // Nothing sealed yet: the active segment is never compacted.
+    assert_eq!(
+        log.compact(6_000, &CleanerLimits::default()).await.unwrap(),
+        None
+    );
+    assert!(
+        !log.roll_if_due(6_000).await.unwrap(),
+        "first seen written now"
+    );
+    assert!(!log.roll_if_due(6_900).await.unwrap());
+    assert!(log.roll_if_due(7_000).await.unwrap());
+    let done = log
+        .compact(7_000, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((done.cleaned_until, done.keys), (30, 13));
+    let read = read_all(&log).await;
+    // One record per key; keys 0 and 4 were last written as tombstones,
+    // which stay for delete.retention.ms.
+    assert_eq!(read.len(), 13);
+    assert_eq!(read.iter().filter(|r| r.2.is_none()).count(), 2);
 }

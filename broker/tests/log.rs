@@ -53,6 +53,7 @@ fn backends() -> Vec<Backend> {
 fn small() -> LogConfig {
     LogConfig {
         segment_bytes: 4_000,
+        segment_ms: None,
         index_interval_bytes: 300,
         checkpoint_bytes: 1_500,
         retention_ms: None,

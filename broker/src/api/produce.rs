@@ -52,6 +52,19 @@ impl Api {
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
                         Err(r.with_error_code(code(ResponseError::MessageTooLarge)))
                     }
+                    // Kafka's "Compacted topic cannot accept message without
+                    // key": compaction would drop it.
+                    Ok((_, log))
+                        if log.compacts() && crate::log::records::has_keyless(&records) =>
+                    {
+                        Err(r
+                            .with_error_code(code(ResponseError::InvalidRecord))
+                            .with_error_message(Some(
+                                kafka_protocol::protocol::StrBytes::from_static_str(
+                                    "Compacted topic cannot accept message without key",
+                                ),
+                            )))
+                    }
                     Ok((_, log)) => {
                         let txn = req.transactional_id.as_ref().map(|t| t.0.as_str());
                         match self

@@ -48,7 +48,7 @@ impl PartitionLog {
             checkpoint_next_offset: next_offset,
             max_timestamp,
         };
-        let key = (last.base_offset, last.epoch);
+        let key = last.id();
         let file = vfs
             .open(&dir.join(last.file_name()), OpenOptions::write())
             .await?;

@@ -54,7 +54,6 @@ pub struct ConfigDef {
 const REPLICAS: &str =
     "kaas keeps one copy of each partition on the shared volume and does not replicate";
 const NO_TIERING: &str = "kaas keeps the whole log on the shared volume and has no remote tier";
-const NO_COMPACTION: &str = "kaas does not compact logs yet";
 const FSYNC: &str = "kaas makes every acknowledged batch durable before it answers";
 const NO_INDEX_TUNING: &str = "kaas sizes its segment indexes itself";
 
@@ -84,7 +83,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         Some("log.cleanup.policy"),
         Check::ListOf(&["delete", "compact"]),
         Effect::Honoured,
-        "delete: old segments go by retention.ms and retention.bytes. compact: kept per key (kaas does not compact yet, so a topic without delete keeps everything; compact,delete retains by time and size)."
+        "delete: old segments go by retention.ms and retention.bytes. compact: the newest record of every key is kept (the leader compacts sealed segments). compact,delete: both."
     ),
     def!(
         "compression.gzip.level",
@@ -128,8 +127,8 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "86400000",
         Some("log.cleaner.delete.retention.ms"),
         Check::AtLeast(0),
-        Effect::None(NO_COMPACTION),
-        "How long a compacted topic keeps delete markers (tombstones)."
+        Effect::Honoured,
+        "How long a compacted topic keeps delete markers (tombstones), counted from the tombstone's timestamp."
     ),
     def!(
         "file.delete.delay.ms",
@@ -209,7 +208,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         LONG_MAX,
         Some("log.cleaner.max.compaction.lag.ms"),
         Check::AtLeast(1),
-        Effect::None(NO_COMPACTION),
+        Effect::Honoured,
         "Longest a record stays uncompacted."
     ),
     def!(
@@ -263,7 +262,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "0.5",
         Some("log.cleaner.min.cleanable.ratio"),
         Check::Ratio,
-        Effect::None(NO_COMPACTION),
+        Effect::Honoured,
         "Share of the log not yet compacted before the cleaner runs."
     ),
     def!(
@@ -272,7 +271,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "0",
         Some("log.cleaner.min.compaction.lag.ms"),
         Check::AtLeast(0),
-        Effect::None(NO_COMPACTION),
+        Effect::Honoured,
         "Shortest time a record stays uncompacted."
     ),
     def!(
@@ -362,7 +361,9 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "0",
         Some("log.roll.jitter.ms"),
         Check::AtLeast(0),
-        Effect::None("kaas rolls segments by size only"),
+        Effect::None(
+            "kaas rolls each partition at segment.ms without jitter: its partitions roll at the cleaner's rounds, not all at once"
+        ),
         "Random jitter subtracted from segment.ms."
     ),
     def!(
@@ -371,8 +372,8 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "604800000",
         Some("log.roll.ms"),
         Check::AtLeast(1),
-        Effect::None("kaas rolls segments by size only"),
-        "Age at which the active segment rolls."
+        Effect::Honoured,
+        "Age at which the active segment rolls (checked at each cleaner round), so that a compacted or time-retained topic's recent records become cleanable."
     ),
     def!(
         "unclean.leader.election.enable",

@@ -95,6 +95,21 @@ pub fn keyed_records(mut batches: &[u8]) -> Option<Vec<Keyed>> {
     Some(out)
 }
 
+/// Whether an uncompressed data batch of `set` (a produce's record set)
+/// holds a record without a key. Compressed batches are not looked into;
+/// malformed ones are refused by the append.
+pub(crate) fn has_keyless(mut set: &[u8]) -> bool {
+    while let Ok(h) = batch::parse(set) {
+        if h.control.is_none()
+            && records(set, &h).is_some_and(|r| r.iter().any(|r| r.key.is_none()))
+        {
+            return true;
+        }
+        set = &set[h.size..];
+    }
+    false
+}
+
 /// `batch` with only `kept` of its records (a non-empty subset, in order):
 /// the same header but for the record count, the length and the CRC.
 pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>]) -> Bytes {

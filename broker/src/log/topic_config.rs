@@ -99,11 +99,32 @@ pub(crate) fn get_i64(overrides: &Overrides, name: &str) -> i64 {
         .unwrap_or(-1)
 }
 
+fn policy_has(overrides: &Overrides, policy: &str) -> bool {
+    value(overrides, "cleanup.policy").is_some_and(|p| p.split(',').any(|i| i.trim() == policy))
+}
+
 /// Whether old segments go by time and size: `cleanup.policy` includes
-/// `delete`. A compact-only topic keeps everything (kaas does not compact
-/// yet, and deleting by time would lose the newest value of old keys).
+/// `delete`. A compact-only topic keeps the newest record of every key
+/// however old.
 pub(crate) fn deletes_by_retention(overrides: &Overrides) -> bool {
-    value(overrides, "cleanup.policy").is_some_and(|p| p.split(',').any(|i| i.trim() == "delete"))
+    policy_has(overrides, "delete")
+}
+
+/// The topic's compaction settings, if `cleanup.policy` includes `compact`.
+pub(crate) fn compaction(overrides: &Overrides) -> Option<crate::log::partition::CompactionConfig> {
+    if !policy_has(overrides, "compact") {
+        return None;
+    }
+    let ratio = value(overrides, "min.cleanable.dirty.ratio")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|r| (0.0..=1.0).contains(r))
+        .unwrap_or(0.5);
+    Some(crate::log::partition::CompactionConfig {
+        min_cleanable_dirty_ratio: ratio,
+        min_compaction_lag_ms: get_i64(overrides, "min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: get_i64(overrides, "max.compaction.lag.ms").max(1),
+        delete_retention_ms: get_i64(overrides, "delete.retention.ms").max(0),
+    })
 }
 
 fn version_path(topic_id: &str, n: u32) -> PathBuf {

@@ -277,6 +277,34 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Rolls the active segment once it has held records for `segment.ms`
+    /// (Kafka rolls by the age of its first record; kaas by when this
+    /// leader first saw it non-empty, as the segment's first record may
+    /// carry any timestamp): a compacted or time-retained topic that is
+    /// written slowly gets sealed segments to clean and remove.
+    pub async fn roll_if_due(&self, now_ms: i64) -> Result<bool, LogError> {
+        let Some(age) = self.cfg().segment_ms else {
+            return Ok(false);
+        };
+        let mut w = self.writer.lock().await;
+        if let Some(why) = &w.failed {
+            return Err(LogError::Failed(why.clone()));
+        }
+        if w.position == 0 {
+            w.written_since = None;
+            return Ok(false);
+        }
+        let since = *w.written_since.get_or_insert(now_ms);
+        if now_ms.saturating_sub(since) < age {
+            return Ok(false);
+        }
+        self.roll(&mut w).await?;
+        w.written_since = None;
+        // As after a flush's roll: a successor may have taken over.
+        self.confirm_epoch(&mut w).await?;
+        Ok(true)
+    }
+
     pub(super) async fn write_checkpoint(&self, w: &mut Writer) -> io::Result<()> {
         if let Some(last) = w.manifest.segments.last_mut() {
             last.state = SegmentState::Active {

@@ -50,6 +50,9 @@ pub use compaction::{CleanerLimits, Compacted, CompactionConfig};
 pub struct LogConfig {
     /// Roll to a new segment once the active one reaches this size.
     pub segment_bytes: u64,
+    /// Roll a non-empty active segment once it is this old (checked by
+    /// [`PartitionLog::roll_if_due`]).
+    pub segment_ms: Option<i64>,
     /// One sparse index entry per this many bytes of log.
     pub index_interval_bytes: u64,
     /// Rewrite the manifest's checkpoint after this many appended bytes, so
@@ -67,6 +70,7 @@ impl Default for LogConfig {
     fn default() -> Self {
         Self {
             segment_bytes: 256 << 20,
+            segment_ms: None,
             index_interval_bytes: 4096,
             checkpoint_bytes: 16 << 20,
             retention_ms: Some(7 * 24 * 3600 * 1000),
@@ -155,6 +159,8 @@ struct Writer {
     /// as they are added without copying the index.
     index: SharedIndex,
     since_checkpoint: u64,
+    /// When a roll-by-age check first saw the active segment non-empty.
+    written_since: Option<i64>,
     producers: ProducerState,
     manifest: Manifest,
     failed: Option<String>,
@@ -254,6 +260,7 @@ impl PartitionLog {
                 max_timestamp: active.max_timestamp,
                 index,
                 since_checkpoint: 0,
+                written_since: None,
                 producers,
                 manifest,
                 failed: None,
@@ -271,22 +278,20 @@ impl PartitionLog {
         }
     }
 
+    /// Whether the topic compacts (`cleanup.policy` with `compact`).
+    pub fn compacts(&self) -> bool {
+        lock(&self.config).compaction.is_some()
+    }
+
     fn cfg(&self) -> LogConfig {
         lock(&self.config).clone()
     }
 
-    /// Applies a topic's current size and retention settings (they take
-    /// effect at the next roll and the next retention pass).
-    pub(crate) fn set_limits(
-        &self,
-        segment_bytes: u64,
-        retention_ms: Option<i64>,
-        retention_bytes: Option<u64>,
-    ) {
-        let mut c = lock(&self.config);
-        c.segment_bytes = segment_bytes;
-        c.retention_ms = retention_ms;
-        c.retention_bytes = retention_bytes;
+    /// Applies a topic's current segment, retention and compaction
+    /// settings (they take effect at the next roll, retention pass and
+    /// compaction pass).
+    pub(crate) fn set_limits(&self, f: impl FnOnce(&mut LogConfig)) {
+        f(&mut lock(&self.config));
     }
 
     /// Stops the log for the rest of this epoch: every later request is
