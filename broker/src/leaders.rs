@@ -169,19 +169,10 @@ impl Leaders {
         }
     }
 
-    /// Rolls the active segments that reached `segment.ms` and compacts
-    /// the partitions of compacted topics led here, one pass at a time,
-    /// every `backoff`, until the broker stops.
-    pub async fn run_cleaner(
-        self: Arc<Self>,
-        limits: CleanerLimits,
-        backoff: std::time::Duration,
-        clock: crate::clock::WallClock,
-    ) {
-        loop {
-            tokio::time::sleep(backoff).await;
-            self.clean(&limits, clock.now_ms()).await;
-        }
+    /// Whether a partition led here has cleaning to do now (see
+    /// [`PartitionLog::cleaning_due`]).
+    pub fn cleaning_due(&self, now_ms: i64) -> bool {
+        lock(&self.logs).values().any(|l| l.cleaning_due(now_ms))
     }
 
     /// One cleaner round over every partition led here.

@@ -215,6 +215,8 @@ struct Node {
     servers: Vec<JoinHandle<()>>,
     /// Reads newer credentials and ACLs.
     security_refresher: Option<JoinHandle<()>>,
+    /// Rolls segments by age and compacts, a round at a time.
+    cleaner: Cleaner,
     security: Arc<Security>,
     /// Writes the markers of the transactions this broker coordinates.
     transactions: Option<JoinHandle<()>>,
@@ -315,6 +317,7 @@ impl Node {
             not_serving: Some((listeners, Arc::new(api))),
             servers: Vec::new(),
             security_refresher: None,
+            cleaner: Cleaner::default(),
             security,
             transactions: None,
             hb,
@@ -414,6 +417,7 @@ impl Node {
                     .enforce_retention(self.config.wall_clock.now_ms())
                     .await;
             }
+            self.cleaner.start_if_due(&self.leaders, &self.config);
             self.metrics
                 .led(self.leaders.count(), self.coordinators.led().len());
             // `biased`: tokio's select draws its branch order from a
@@ -473,17 +477,6 @@ impl Node {
                 tracing::warn!(error = %e, "cannot read the client quotas yet");
             }
             // Aborted with the servers at stop.
-            let limits = CleanerLimits {
-                dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_size,
-                io_bytes_per_second: Some(self.config.log_cleaner_io_max_bytes_per_second)
-                    .filter(|r| *r > 0),
-            };
-            self.servers
-                .push(tokio::spawn(self.leaders.clone().run_cleaner(
-                    limits,
-                    Duration::from_millis(self.config.log_cleaner_backoff_ms),
-                    self.config.wall_clock.clone(),
-                )));
             let every = self.security.config.refresh;
             self.servers
                 .push(tokio::spawn(api.quotas().run_refresher(every)));
@@ -541,6 +534,9 @@ impl Node {
     }
 
     fn stop(self, health: Option<JoinHandle<()>>) {
+        if let Some(round) = &self.cleaner.round {
+            round.abort();
+        }
         for server in self.servers {
             server.abort();
         }
@@ -660,5 +656,45 @@ mod tests {
         let err = run(vfs, config, std::future::pending()).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotADirectory);
         assert!(err.to_string().contains("`brokers` exists"), "{err}");
+    }
+}
+
+/// Cleaner rounds (segment rolls by age, compaction passes), each a task
+/// of its own so that a long pass never holds up heartbeats and
+/// takeovers, started only when a partition has work: a broker with
+/// nothing to clean runs nothing.
+#[derive(Default)]
+struct Cleaner {
+    round: Option<JoinHandle<()>>,
+    running: Arc<std::sync::atomic::AtomicBool>,
+    last: Option<tokio::time::Instant>,
+}
+
+impl Cleaner {
+    fn start_if_due(&mut self, leaders: &Arc<Leaders>, config: &Config) {
+        use std::sync::atomic::Ordering;
+        let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
+        if self.running.load(Ordering::Relaxed)
+            || self.last.is_some_and(|l| l.elapsed() < backoff)
+            || !leaders.cleaning_due(config.wall_clock.now_ms())
+        {
+            return;
+        }
+        self.last = Some(tokio::time::Instant::now());
+        self.running.store(true, Ordering::Relaxed);
+        let limits = CleanerLimits {
+            dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
+            io_bytes_per_second: Some(config.log_cleaner_io_max_bytes_per_second)
+                .filter(|r| *r > 0),
+        };
+        let (leaders, clock, running) = (
+            leaders.clone(),
+            config.wall_clock.clone(),
+            self.running.clone(),
+        );
+        self.round = Some(tokio::spawn(async move {
+            leaders.clean(&limits, clock.now_ms()).await;
+            running.store(false, Ordering::Relaxed);
+        }));
     }
 }

@@ -48,6 +48,31 @@ pub(crate) async fn read_bytes(
     Ok(Some(payload.to_vec()))
 }
 
+/// [`read_json`] of a file that may be of any of `kinds` (a format with a
+/// newer kind that older binaries must refuse, and the older one).
+pub(crate) async fn read_json_of<T: DeserializeOwned>(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kinds: &[&str],
+) -> io::Result<Option<T>> {
+    let bytes = match vfs::read_file(vfs, path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut opened = Err(EnvelopeError::Payload("no kind to read".into()));
+    for kind in kinds {
+        opened = open_envelope(kind, &bytes);
+        if opened.is_ok() {
+            break;
+        }
+    }
+    let payload = opened.map_err(|e| e.at(path.display()))?;
+    serde_json::from_slice(payload)
+        .map(Some)
+        .map_err(|e| EnvelopeError::Payload(e.to_string()).at(path.display()))
+}
+
 /// Reads `path` by a fresh open; `Ok(None)` if it does not exist. A torn,
 /// foreign or unparsable file is an `InvalidData` error naming the path.
 pub(crate) async fn read_json<T: DeserializeOwned>(

@@ -348,6 +348,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         "creator-0",
         "creator-1",
         "trimmer-0",
+        "compactor-0",
         "ids-0",
         "committer-0",
         "lag-reader-0",
@@ -359,7 +360,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     ]
     .into_iter()
     .filter(|role| opts.creators || !role.starts_with("creator-"))
-    .filter(|role| opts.trimmer || !role.starts_with("trimmer-"))
+    .filter(|role| opts.trimmer || !role.starts_with("trimmer-") && !role.starts_with("compactor-"))
     .filter(|role| opts.id_racer || !role.starts_with("ids-"))
     .filter(|role| {
         opts.committer || !role.starts_with("committer-") && !role.starts_with("lag-reader-")
@@ -401,6 +402,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 "creator-0" => crate::creators::creator(session, 0, faults_end).await,
                 "creator-1" => crate::creators::creator(session, 1, faults_end).await,
                 "trimmer-0" => crate::trimmer::trimmer(session, faults_end).await,
+                "compactor-0" => crate::compactor::compactor(session, faults_end).await,
                 "ids-0" => workload::id_racer(session, faults_end).await,
                 "committer-0" => workload::committer(session, faults_end).await,
                 "lag-reader-0" => workload::lag_reader(session, faults_end).await,
@@ -560,9 +562,12 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .build();
     let session = Session::new("final-reader", opts.brokers, start, history.clone());
     let deadline = start.elapsed() + LIVENESS;
-    let trimmed = opts
-        .trimmer
-        .then(|| Session::new("final-trim-reader", opts.brokers, start, history.clone()));
+    let trimmed = opts.trimmer.then(|| {
+        (
+            Session::new("final-trim-reader", opts.brokers, start, history.clone()),
+            Session::new("final-compact-reader", opts.brokers, start, history.clone()),
+        )
+    });
     // The transactions' topic is read on a node of its own, alongside: a
     // read that cannot finish (a trimmed topic never created, say) must
     // not use up the deadline of the others.
@@ -640,8 +645,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let logs = reader
         .spawn(async move {
             let logs = workload::converge(session, deadline).await;
-            if let Some(s) = trimmed {
+            if let Some((s, c)) = trimmed {
                 crate::trimmer::final_read(s, deadline).await;
+                crate::compactor::final_read(c, deadline).await;
             }
             logs
         })
@@ -1263,6 +1269,10 @@ fn start_broker(
             producer_id_block.to_string(),
             // Consumer-protocol members (`next_members`) heartbeat every
             // second; their session is `next_members::SESSION`.
+            // A compaction round at most every second: the compacted
+            // topic's passes fall while the faults run.
+            "--log-cleaner-backoff-ms".to_owned(),
+            "1000".to_owned(),
             "--group-consumer-heartbeat-interval-ms".to_owned(),
             "1000".to_owned(),
             "--group-consumer-session-timeout-ms".to_owned(),

@@ -33,6 +33,7 @@ use vfs::Vfs;
 use vfs::model::ModelNfs;
 
 use crate::checker::Invariant;
+use crate::compactor::{COMPACT_PARTITIONS, COMPACT_TOPIC};
 use crate::harness::Violations;
 use crate::trimmer::{TRIM_PARTITIONS, TRIM_TOPIC};
 use crate::workload::{PARTITIONS, TOPIC};
@@ -41,7 +42,11 @@ const EVERY: Duration = Duration::from_millis(900);
 
 /// The topics audited and their partition counts (neither is deleted
 /// during a run, so a topic id found once stays).
-const AUDITED: &[(&str, i32)] = &[(TRIM_TOPIC, TRIM_PARTITIONS), (TOPIC, PARTITIONS)];
+const AUDITED: &[(&str, i32)] = &[
+    (TRIM_TOPIC, TRIM_PARTITIONS),
+    (COMPACT_TOPIC, COMPACT_PARTITIONS),
+    (TOPIC, PARTITIONS),
+];
 
 #[derive(Default)]
 struct Partition {

@@ -79,6 +79,10 @@ pub const POINTS: &[&str] = &[
     "assignment.still-newest",
     "claim.slot-created",
     "claim.slot-filled",
+    "compaction.manifest-written",
+    "compaction.planned",
+    "compaction.segment-created",
+    "compaction.segments-written",
     "create-partitions.staged",
     "create-topic.placed",
     "create-topic.staged",
@@ -199,6 +203,17 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
             "retention.unlinked",
             "delete-records.decided",
             "delete-records.manifest-written",
+        ],
+    ),
+    (
+        "compaction",
+        &[
+            "compaction.planned",
+            "compaction.segment-created",
+            "compaction.segments-written",
+            "compaction.manifest-written",
+            "retention.unlinked",
+            "roll.segment-created",
         ],
     ),
     (

@@ -190,6 +190,20 @@ pub enum Event {
         sent: Duration,
         start: i64,
     },
+    /// A write to the compacted topic, before it is sent (it may land
+    /// even without an answer).
+    CompactSent {
+        partition: i32,
+        key: String,
+        value: Option<String>,
+    },
+    /// A write to the compacted topic acknowledged at `offset`.
+    CompactProduced {
+        partition: i32,
+        offset: i64,
+        key: String,
+        value: Option<String>,
+    },
     /// A transactional producer's InitProducerId answer.
     TxnInit {
         client: String,
@@ -403,6 +417,14 @@ pub enum Event {
         start: i64,
         records: Vec<(i64, String)>,
     },
+    /// The compacted topic's partition read whole once the faults healed:
+    /// every record from its log start, and whether each key was in it
+    /// once (else the deadline came first).
+    CompactFinal {
+        partition: i32,
+        records: Vec<(i64, crate::compactor::Written)>,
+        settled: bool,
+    },
 }
 
 /// One line of the trace for an event.
@@ -524,6 +546,17 @@ pub fn describe(e: &Event) -> String {
         Event::TrimStart {
             partition, start, ..
         } => format!("trimmer saw log start {start} of {partition}"),
+        Event::CompactSent {
+            partition,
+            key,
+            value,
+        } => format!("compactor sends {key}={value:?} to {partition}"),
+        Event::CompactProduced {
+            partition,
+            offset,
+            key,
+            value,
+        } => format!("compactor produced {key}={value:?} at {partition}/{offset}"),
         Event::TxnInit {
             client,
             transactional_id,
@@ -714,6 +747,19 @@ pub fn describe(e: &Event) -> String {
         } => format!(
             "trimmer read {partition} whole: log start {start}, {} records",
             records.len()
+        ),
+        Event::CompactFinal {
+            partition,
+            records,
+            settled,
+        } => format!(
+            "compactor read {partition} whole: {} records{}",
+            records.len(),
+            if *settled {
+                ", each key once"
+            } else {
+                ", some keys more than once"
+            }
         ),
     }
 }

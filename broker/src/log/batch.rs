@@ -434,7 +434,7 @@ pub(crate) fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
     None
 }
 
-fn put_varlong(buf: &mut BytesMut, v: i64) {
+pub(crate) fn put_varlong(buf: &mut BytesMut, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         buf.put_u8((z as u8) | 0x80);

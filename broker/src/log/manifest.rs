@@ -16,6 +16,10 @@ use vfs::Vfs;
 use super::producers::ProducerState;
 
 const KIND: &str = "partition-manifest";
+/// A manifest naming compacted segments: a binary that does not know
+/// them must refuse it, not take it for a log whose cleaned segments are
+/// strays to remove.
+const KIND_COMPACTED: &str = "partition-manifest-compacted";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Manifest {
@@ -32,6 +36,10 @@ pub(crate) struct Manifest {
     /// cleaner checkpoint): what lies above is the dirty part.
     #[serde(default, skip_serializing_if = "is_zero_offset")]
     pub cleaned_until: i64,
+    /// The earliest delete horizon of a tombstone below `cleaned_until`:
+    /// a compaction pass is due then to remove it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_horizon: Option<i64>,
 }
 
 fn is_zero_offset(n: &i64) -> bool {
@@ -164,6 +172,7 @@ impl Manifest {
             segments: Vec::new(),
             producers: ProducerState::default(),
             cleaned_until: 0,
+            delete_horizon: None,
         }
     }
 
@@ -179,13 +188,18 @@ impl Manifest {
     }
 
     pub async fn write(&self, vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-        crate::stored::write_json(vfs, &manifest_path(dir, self.epoch), KIND, self).await
+        let compacted = self.cleaned_until > 0
+            || self.delete_horizon.is_some()
+            || self.segments.iter().any(|s| s.cleaned.is_some());
+        let kind = if compacted { KIND_COMPACTED } else { KIND };
+        crate::stored::write_json(vfs, &manifest_path(dir, self.epoch), kind, self).await
     }
 
     /// Reads `manifest-<epoch>` by a fresh open; `Ok(None)` if there is none.
     pub async fn read(vfs: &dyn Vfs, dir: &Path, epoch: u32) -> io::Result<Option<Self>> {
         let path = manifest_path(dir, epoch);
-        let manifest: Option<Manifest> = crate::stored::read_json(vfs, &path, KIND).await?;
+        let manifest: Option<Manifest> =
+            crate::stored::read_json_of(vfs, &path, &[KIND, KIND_COMPACTED]).await?;
         if let Some(m) = &manifest {
             if m.epoch != epoch {
                 return Err(io::Error::new(

@@ -9,7 +9,16 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::batch::{self, BatchHeader, HEADER_LEN, get_varlong};
+use super::batch::{self, BatchHeader, HEADER_LEN, get_varlong, put_varlong};
+
+/// Attribute bit of a batch whose base timestamp is its delete horizon
+/// (KIP-534): once that time passes, compaction removes its tombstones.
+pub(crate) const DELETE_HORIZON: i16 = 0x40;
+
+/// The delete horizon a compaction pass set on the batch, if any.
+pub(crate) fn delete_horizon(h: &BatchHeader) -> Option<i64> {
+    (h.attributes & DELETE_HORIZON != 0).then_some(h.base_timestamp)
+}
 
 /// One record of an uncompressed batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,19 +120,44 @@ pub(crate) fn has_keyless(mut set: &[u8]) -> bool {
 }
 
 /// `batch` with only `kept` of its records (a non-empty subset, in order):
-/// the same header but for the record count, the length and the CRC.
-pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>]) -> Bytes {
-    let body: usize = kept.iter().map(|r| r.bytes.len()).sum();
-    let mut out = BytesMut::with_capacity(HEADER_LEN + body);
+/// the same header but for the record count, the length and the CRC; and
+/// with `horizon`, the delete horizon set (the base timestamp becomes the
+/// horizon, each record's timestamp delta is rewritten to keep its
+/// timestamp).
+pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>], horizon: Option<i64>) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_LEN + batch.len());
     out.put_slice(&batch[..HEADER_LEN]);
     for r in kept {
-        out.put_slice(r.bytes);
+        match horizon {
+            None => out.put_slice(r.bytes),
+            Some(base) => put_rebased(&mut out, r, base),
+        }
     }
-    let length = (HEADER_LEN - batch::LOG_OVERHEAD + body) as i32;
+    let length = (out.len() - batch::LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&length.to_be_bytes());
+    if let Some(base) = horizon {
+        let attributes = i16::from_be_bytes([out[21], out[22]]) | DELETE_HORIZON;
+        out[21..23].copy_from_slice(&attributes.to_be_bytes());
+        out[27..35].copy_from_slice(&base.to_be_bytes());
+    }
     out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
     batch::restamp_crc(&mut out);
     out.freeze()
+}
+
+/// `r` with its timestamp delta taken from `base` instead.
+fn put_rebased(out: &mut BytesMut, r: &RawRecord<'_>, base: i64) {
+    let mut rest = r.bytes;
+    let _ = get_varlong(&mut rest); // length
+    let attributes = rest.first().copied().unwrap_or(0);
+    rest = rest.get(1..).unwrap_or_default();
+    let _ = get_varlong(&mut rest); // old timestamp delta
+    let mut body = BytesMut::with_capacity(r.bytes.len() + 10);
+    body.put_u8(attributes);
+    put_varlong(&mut body, r.timestamp.wrapping_sub(base));
+    body.put_slice(rest);
+    put_varlong(out, body.len() as i64);
+    out.put_slice(&body);
 }
 
 #[cfg(test)]
@@ -158,7 +192,7 @@ mod tests {
             ]
         );
         let kept = [all[1], all[3]];
-        let rebuilt = rebuild(&b, &kept);
+        let rebuilt = rebuild(&b, &kept, None);
         let r = batch::parse(&rebuilt).unwrap();
         assert_eq!((r.base_offset, r.last_offset(), r.records), (100, 103, 2));
         assert_eq!((r.producer_id, r.base_sequence, r.leader_epoch), (7, 10, 3));
@@ -171,6 +205,24 @@ mod tests {
             batch::decode_values(&rebuilt).unwrap(),
             [b"".to_vec(), b"333".to_vec()]
         );
+        assert_eq!(delete_horizon(&r), None);
+        // With a delete horizon: the base timestamp is the horizon, and
+        // every kept record keeps its own timestamp and bytes otherwise.
+        let stamped = rebuild(&b, &kept, Some(90_000_000));
+        let s = batch::parse(&stamped).unwrap();
+        assert_eq!(delete_horizon(&s), Some(90_000_000));
+        assert_eq!((s.base_offset, s.last_offset(), s.records), (100, 103, 2));
+        let again = records(&stamped, &s).unwrap();
+        let seen: Vec<_> = again
+            .iter()
+            .map(|r| (r.offset, r.timestamp, r.key, r.value))
+            .collect();
+        let before: Vec<_> = kept
+            .iter()
+            .map(|r| (r.offset, r.timestamp, r.key, r.value))
+            .collect();
+        assert_eq!(seen, before);
+        assert_eq!(seen[0].1, 1_000);
     }
 
     #[test]

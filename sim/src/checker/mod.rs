@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::workload::{Event, Outcome, PARTITIONS};
 
 mod acls;
+mod compaction;
 mod epochs;
 mod groups;
 mod invariant;
@@ -44,6 +45,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
         }
     }
     trim::check(events, &mut out);
+    compaction::check(events, &mut out);
     txns::check(events, &mut out);
     acls::check(events, &mut out);
     reassignments::check(events, &mut out);
@@ -348,6 +350,8 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::ProducerId { .. } => &[I::ProducerIdReused],
             Event::Trimmed { .. } | Event::TrimStart { .. } => &[I::DeleteRecordsUndone],
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
+            Event::CompactProduced { .. } => &[I::CompactedWriteLost],
+            Event::CompactFinal { .. } => &[I::CompactionUnfinished, I::Liveness],
             Event::TxnPoll { .. } => &[I::AbortedRead, I::UncommittedRead],
             Event::TxnWrite { joined: false, .. } => &[I::UnjoinedWrite],
             Event::TxnWrite {

@@ -298,8 +298,14 @@ impl PartitionLog {
         if now_ms.saturating_sub(since) < age {
             return Ok(false);
         }
-        self.roll(&mut w).await?;
-        w.written_since = None;
+        if let Err(e) = self.roll(&mut w).await {
+            // As after a flush: the roll's file may exist without the
+            // manifest naming it, so a retry in this epoch would find it;
+            // a new epoch starts from the manifest.
+            let why = format!("roll by segment.ms failed: {e}");
+            self.stop(&mut w, why.clone());
+            return Err(LogError::Failed(why));
+        }
         // As after a flush's roll: a successor may have taken over.
         self.confirm_epoch(&mut w).await?;
         Ok(true)
@@ -376,6 +382,7 @@ impl PartitionLog {
         w.position = 0;
         w.max_timestamp = -1;
         w.since_checkpoint = 0;
+        w.written_since = None;
         let mut view = lock(&self.view);
         view.indexes.insert(next.id(), w.index.clone());
         view.segments = w.manifest.segments.clone();

@@ -33,8 +33,9 @@ pub struct CompactionConfig {
     pub min_cleanable_dirty_ratio: f64,
     pub min_compaction_lag_ms: i64,
     pub max_compaction_lag_ms: i64,
-    /// How long a tombstone (a null value) stays once it is the newest
-    /// record of its key, counted from its timestamp.
+    /// How long a tombstone (a null value) stays once a pass kept it as
+    /// the newest record of its key (Kafka's delete horizon, KIP-534: set
+    /// by that pass in the tombstone's batch, in this broker's time).
     pub delete_retention_ms: i64,
 }
 
@@ -85,6 +86,9 @@ pub struct Compacted {
     pub compressed_batches: u64,
     /// The log is deduplicated below this offset now.
     pub cleaned_until: i64,
+    /// The earliest delete horizon of a tombstone the pass kept: a pass is
+    /// due then even if nothing is dirty.
+    pub delete_horizon: Option<i64>,
 }
 
 /// Bytes one offset map entry may take: a 16-byte key digest and an 8-byte
@@ -163,7 +167,7 @@ impl Throttle {
 
 /// The batches of a sealed segment up to its end, read a chunk at a time.
 struct Batches {
-    file: Arc<dyn VfsFile>,
+    file: Box<dyn VfsFile>,
     pos: u64,
     end: u64,
     buf: Bytes,
@@ -231,37 +235,43 @@ fn sealed(s: &SegmentMeta) -> Option<(u64, i64, i64)> {
 struct Plan {
     /// The cleanable segments, oldest first.
     cleanable: Vec<SegmentMeta>,
-    /// Index into `cleanable` of the first dirty segment.
-    first_dirty: usize,
+    /// Index into `cleanable` of the first dirty segment; `None` for a
+    /// pass that only removes tombstones past their delete horizon.
+    first_dirty: Option<usize>,
 }
 
 /// Step 1: which segments a pass may clean, if it should run now.
-fn plan(
-    segments: &[SegmentMeta],
-    cleaned_until: i64,
-    last_stable: i64,
-    now_ms: i64,
-    c: &CompactionConfig,
-) -> Option<Plan> {
-    let cleanable: Vec<SegmentMeta> = segments
+fn plan(manifest: &Manifest, last_stable: i64, now_ms: i64, c: &CompactionConfig) -> Option<Plan> {
+    let cleanable: Vec<SegmentMeta> = manifest
+        .segments
         .iter()
         .map_while(|s| {
             let (_, next, max_ts) = sealed(s)?;
-            let settled = next <= last_stable
-                && (max_ts < 0 || max_ts <= now_ms.saturating_sub(c.min_compaction_lag_ms));
-            settled.then(|| s.clone())
+            // Timestamps are the producers' (their clocks, not this
+            // broker's): consulted only when a lag is asked for, as Kafka.
+            let old_enough = c.min_compaction_lag_ms == 0
+                || (max_ts < 0 || max_ts <= now_ms.saturating_sub(c.min_compaction_lag_ms));
+            (next <= last_stable && old_enough).then(|| s.clone())
         })
         .collect();
     let first_dirty = cleanable
         .iter()
-        .position(|s| sealed(s).is_some_and(|(_, next, _)| next > cleaned_until))?;
+        .position(|s| sealed(s).is_some_and(|(_, next, _)| next > manifest.cleaned_until));
+    let horizon_passed = manifest.delete_horizon.is_some_and(|t| t <= now_ms);
+    let Some(first) = first_dirty else {
+        return horizon_passed.then_some(Plan {
+            cleanable,
+            first_dirty,
+        });
+    };
     let size = |s: &[SegmentMeta]| -> u64 { s.iter().filter_map(sealed).map(|x| x.0).sum() };
-    let dirty = size(&cleanable[first_dirty..]);
+    let dirty = size(&cleanable[first..]);
     let total = size(&cleanable).max(1);
-    let overdue = sealed(&cleanable[first_dirty]).is_some_and(|(_, _, max_ts)| {
+    let overdue = sealed(&cleanable[first]).is_some_and(|(_, _, max_ts)| {
         max_ts >= 0 && max_ts < now_ms.saturating_sub(c.max_compaction_lag_ms)
     });
-    (dirty as f64 / total as f64 >= c.min_cleanable_dirty_ratio || overdue).then_some(Plan {
+    let due = dirty as f64 / total as f64 >= c.min_cleanable_dirty_ratio;
+    (due || overdue || horizon_passed).then_some(Plan {
         cleanable,
         first_dirty,
     })
@@ -278,17 +288,19 @@ fn aborted_data(h: &batch::BatchHeader, aborted: &[AbortedTxn]) -> bool {
         })
 }
 
-/// The records of `b` to keep; `None` keeps the batch whole.
+/// The records of `b` to keep; `None` keeps the batch whole. A
+/// tombstone goes once its batch's delete horizon passed.
 fn keep<'a>(
     b: &'a [u8],
     h: &batch::BatchHeader,
     map: &OffsetMap,
     end: i64,
-    tombstones_until: i64,
+    now_ms: i64,
 ) -> Option<Vec<RawRecord<'a>>> {
     if h.control.is_some() || h.base_offset >= end {
         return None;
     }
+    let expired = records::delete_horizon(h).is_some_and(|t| t <= now_ms);
     let all = records::records(b, h)?;
     Some(
         all.into_iter()
@@ -300,7 +312,7 @@ fn keep<'a>(
                     return false; // Kafka's cleaner drops records without a key
                 };
                 let newest = map.newest(key).is_none_or(|o| o <= r.offset);
-                newest && !(r.value.is_none() && r.timestamp < tombstones_until)
+                newest && !(r.value.is_none() && expired)
             })
             .collect(),
     )
@@ -317,6 +329,31 @@ struct Output {
 }
 
 impl PartitionLog {
+    /// Whether a cleaner round has work here now: the active segment is
+    /// due to roll by `segment.ms`, or a compaction pass is due. Answered
+    /// without waiting (a busy writer: not now), so that a broker with
+    /// nothing to clean does nothing at all.
+    pub fn cleaning_due(&self, now_ms: i64) -> bool {
+        let cfg = self.cfg();
+        let Ok(mut w) = self.writer.try_lock() else {
+            return false;
+        };
+        if w.failed.is_some() {
+            return false;
+        }
+        if w.position == 0 {
+            w.written_since = None;
+        } else if let Some(age) = cfg.segment_ms {
+            let since = *w.written_since.get_or_insert(now_ms);
+            if now_ms.saturating_sub(since) >= age {
+                return true;
+            }
+        }
+        let last_stable = lock(&self.view).last_stable;
+        cfg.compaction
+            .is_some_and(|c| plan(&w.manifest, last_stable, now_ms, &c).is_some())
+    }
+
     /// Runs one compaction pass if the topic compacts and enough of its
     /// log is dirty. `Ok(None)`: nothing to do now.
     pub async fn compact(
@@ -328,18 +365,19 @@ impl PartitionLog {
             return Ok(None);
         };
         let mut passes = self.cleaning.lock().await;
-        let (segments, cleaned_until) = {
+        let manifest = {
             let w = self.writer.lock().await;
             if let Some(why) = &w.failed {
                 return Err(LogError::Failed(why.clone()));
             }
-            (w.manifest.segments.clone(), w.manifest.cleaned_until)
+            w.manifest.clone()
         };
+        let cleaned_until = manifest.cleaned_until;
         let (last_stable, aborted) = {
             let v = lock(&self.view);
             (v.last_stable, v.aborted.clone())
         };
-        let Some(plan) = plan(&segments, cleaned_until, last_stable, now_ms, &c) else {
+        let Some(plan) = plan(&manifest, last_stable, now_ms, &c) else {
             return Ok(None);
         };
         vfs::fault_point!(self.vfs, "compaction.planned");
@@ -348,9 +386,11 @@ impl PartitionLog {
         let (map, end) = self
             .map_keys(&plan, cleaned_until, limits, &aborted, &mut throttle)
             .await?;
-        if end <= cleaned_until.max(plan.cleanable[plan.first_dirty].base_offset) {
-            tracing::warn!(dir = %self.dir.display(), "compaction: the offset map holds no key; raise the dedupe buffer");
-            return Ok(None);
+        if let Some(first) = plan.first_dirty {
+            if end <= cleaned_until.max(plan.cleanable[first].base_offset) {
+                tracing::warn!(dir = %self.dir.display(), "compaction: the offset map holds no key; raise the dedupe buffer");
+                return Ok(None);
+            }
         }
         stats.keys = map.map.len();
         stats.cleaned_until = end;
@@ -359,27 +399,34 @@ impl PartitionLog {
             .into_iter()
             .take_while(|s| s.base_offset < end)
             .collect();
-        let tombstones_until = now_ms.saturating_sub(c.delete_retention_ms);
+        let horizon = now_ms.saturating_add(c.delete_retention_ms);
         let pass = Cleaning {
             by_epoch: self.epoch,
             pass: *passes,
         };
         *passes += 1;
+        let mut created = Vec::new();
         let written = self
             .write_cleaned(
                 &sources,
-                (&map, end, tombstones_until, pass),
-                &aborted,
+                (&map, end, (now_ms, horizon), pass),
+                (&aborted, &mut created),
                 &mut throttle,
                 &mut stats,
             )
             .await;
         let outputs = match written {
             Ok(o) => o,
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // No manifest names them, and no later pass of this epoch
+                // uses their names.
+                self.forget_outputs(&created).await;
+                return Err(e.into());
+            }
         };
         vfs::fault_point!(self.vfs, "compaction.segments-written");
-        self.swap_in(sources, outputs, end).await?;
+        self.swap_in(sources, outputs, (end, stats.delete_horizon))
+            .await?;
         Ok(Some(stats))
     }
 
@@ -394,8 +441,8 @@ impl PartitionLog {
         throttle: &mut Throttle,
     ) -> Result<(OffsetMap, i64), LogError> {
         let mut map = OffsetMap::new(limits.dedupe_buffer_bytes);
-        let dirty = &plan.cleanable[plan.first_dirty..];
-        let mut end = dirty.last().and_then(sealed).map_or(0, |s| s.1);
+        let dirty = plan.first_dirty.map_or(&[][..], |f| &plan.cleanable[f..]);
+        let mut end = dirty.last().and_then(sealed).map_or(cleaned_until, |s| s.1);
         'segments: for seg in dirty {
             let mut batches = self.batches(seg).await?;
             while let Some(b) = batches.next(throttle).await? {
@@ -419,10 +466,13 @@ impl PartitionLog {
         Ok((map, end))
     }
 
+    /// A source segment read by a fresh open of its own (close-to-open: a
+    /// readers' handle may be stale on NFS), closed when dropped.
     async fn batches(&self, seg: &SegmentMeta) -> io::Result<Batches> {
         let end = sealed(seg).map_or(0, |s| s.0);
+        let path = self.dir.join(seg.file_name());
         Ok(Batches {
-            file: self.handle(seg).await?,
+            file: self.vfs.open(&path, OpenOptions::read()).await?,
             pos: 0,
             end,
             buf: Bytes::new(),
@@ -434,16 +484,17 @@ impl PartitionLog {
     async fn write_cleaned(
         &self,
         sources: &[SegmentMeta],
-        (map, end, tombstones_until, pass): (&OffsetMap, i64, i64, Cleaning),
-        aborted: &[AbortedTxn],
+        (map, end, (now_ms, horizon), pass): (&OffsetMap, i64, (i64, i64), Cleaning),
+        (aborted, created): (&[AbortedTxn], &mut Vec<SegmentId>),
         throttle: &mut Throttle,
         stats: &mut Compacted,
     ) -> io::Result<Vec<SegmentMeta>> {
         let cfg = self.cfg();
         let mut done = Vec::new();
         let mut out: Option<(Output, u64)> = None;
+        let mut compressed_before = false;
         for seg in sources {
-            let (size, next, _) = sealed(seg).unwrap_or_default();
+            let (size, next, source_max_ts) = sealed(seg).unwrap_or_default();
             // A cleaned segment holds one epoch's records (the segment list
             // is where OffsetForLeaderEpoch finds each epoch's start), and
             // a takeover's adopted tail only at its start.
@@ -481,6 +532,12 @@ impl PartitionLog {
                 )
             });
             *read += size;
+            if created.last() != Some(&o.meta.id()) {
+                created.push(o.meta.id());
+            }
+            // Retention by time judges the cleaned segment as it judged its
+            // sources (an empty one too).
+            o.max_timestamp = o.max_timestamp.max(source_max_ts);
             o.meta.state = SegmentState::Sealed {
                 end_position: 0,
                 next_offset: next,
@@ -498,13 +555,38 @@ impl PartitionLog {
                 if h.control.is_none() && records::is_compressed(&h) && h.base_offset < end {
                     stats.compressed_batches += 1;
                 }
-                let kept = match keep(&b, &h, map, end, tombstones_until) {
+                let mut tombstones = false;
+                // An older value of a tombstone's key may sit in a
+                // compressed batch before it, which the pass cannot see
+                // into: no tombstone after one goes.
+                let expire_at = if compressed_before { i64::MIN } else { now_ms };
+                if h.control.is_none() && records::is_compressed(&h) {
+                    compressed_before = true;
+                }
+                let kept = match keep(&b, &h, map, end, expire_at) {
                     None => b,
                     Some(k) if k.is_empty() => continue,
-                    Some(k) if k.len() == h.records as usize => b,
-                    Some(k) => records::rebuild(&b, &k),
+                    Some(k) => {
+                        tombstones = k.iter().any(|r| r.value.is_none() && r.offset < end);
+                        // Its first pass as its key's newest starts a
+                        // tombstone's delete.retention.ms.
+                        let stamp = (tombstones && records::delete_horizon(&h).is_none())
+                            .then_some(horizon);
+                        if stamp.is_none() && k.len() == h.records as usize {
+                            b
+                        } else {
+                            records::rebuild(&b, &k, stamp)
+                        }
+                    }
                 };
                 let kh = batch::parse(&kept).map_err(|e| corrupt(&e.to_string()))?;
+                if tombstones {
+                    let t = records::delete_horizon(&kh);
+                    stats.delete_horizon = match (stats.delete_horizon, t) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
                 stats.records_kept += kh.records.max(0) as u64;
                 self.put(o, kept, &kh, throttle).await?;
             }
@@ -540,6 +622,22 @@ impl PartitionLog {
             vfs::fault_point!(self.vfs, "compaction.segment-created");
         }
         Ok(())
+    }
+
+    /// Removes the files of a pass that will not swap them in, and their
+    /// indexes from memory.
+    async fn forget_outputs(&self, ids: &[SegmentId]) {
+        {
+            let mut v = lock(&self.view);
+            for id in ids {
+                v.indexes.remove(id);
+            }
+        }
+        let files = ids
+            .iter()
+            .flat_map(|id| ["log", "index", "timeindex"].map(|e| self.dir.join(id.file(e))))
+            .collect();
+        self.remove_files(files).await;
     }
 
     async fn flush_out(&self, o: &mut Output, throttle: &mut Throttle) -> io::Result<()> {
@@ -598,7 +696,7 @@ impl PartitionLog {
         &self,
         sources: Vec<SegmentMeta>,
         outputs: Vec<SegmentMeta>,
-        end: i64,
+        (end, delete_horizon): (i64, Option<i64>),
     ) -> Result<(), LogError> {
         let new_files = |metas: &[SegmentMeta]| -> Vec<PathBuf> {
             metas
@@ -630,6 +728,8 @@ impl PartitionLog {
             .segments
             .splice(at..at + sources.len(), outputs.iter().cloned());
         manifest.cleaned_until = manifest.cleaned_until.max(end);
+        // Every tombstone below `end` went through this pass.
+        manifest.delete_horizon = delete_horizon;
         // On an error the new files stay: the replace may have taken
         // effect (a lost reply), and then the volume's manifest names them.
         // The next manifest this epoch writes names the old ones again.

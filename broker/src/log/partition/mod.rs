@@ -290,7 +290,7 @@ impl PartitionLog {
     /// Applies a topic's current segment, retention and compaction
     /// settings (they take effect at the next roll, retention pass and
     /// compaction pass).
-    pub(crate) fn set_limits(&self, f: impl FnOnce(&mut LogConfig)) {
+    pub fn set_limits(&self, f: impl FnOnce(&mut LogConfig)) {
         f(&mut lock(&self.config));
     }
 

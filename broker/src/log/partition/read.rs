@@ -106,7 +106,13 @@ impl PartitionLog {
             let index = self.index_of(seg, file.as_ref(), limit).await?;
             let from = lock(&index).position_for(offset);
             let mut out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
-            if out.is_empty() {
+            // Compaction leaves gaps: a cleaned segment may hold nothing
+            // from `offset` on, and `offset` may fall in a gap before a
+            // segment (one that holds nothing yet, or whose first batch is
+            // past the last stable offset). The next record, if any, is in
+            // a later segment.
+            let gap = seg.cleaned.is_some() || limit == 0 || offset < seg.base_offset;
+            if out.is_empty() && !gap {
                 // The records are there (below the segment's end), so this
                 // host's view through a long-lived handle is stale (NFS
                 // serves reads from cached pages up to a cached size). A
@@ -114,11 +120,6 @@ impl PartitionLog {
                 lock(&self.view).handles.remove(&seg.id());
                 let file = self.handle(seg).await?;
                 out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
-                if out.is_empty() && seg.cleaned.is_some() {
-                    // Compaction removed the segment's records from `offset`
-                    // on: the next record is in a later segment.
-                    continue;
-                }
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -128,6 +129,9 @@ impl PartitionLog {
                         ),
                     )));
                 }
+            }
+            if out.is_empty() {
+                continue;
             }
             return Ok(result(out));
         }

@@ -1,0 +1,181 @@
+//! A client that writes a compacted topic: a few keys per partition
+//! overwritten again and again, some deleted by tombstones, on small
+//! segments that roll by size and by age, so that the leader compacts
+//! every few seconds while the faults run (crashes, pauses and NFS faults
+//! at every step of a pass: the `compaction` fault point family).
+//!
+//! Its history (`Event::Compact*`) lets the checker hold the rules of a
+//! compacted log: every record read is one that was written, at the
+//! offset its answer named; the newest acknowledged record of every key
+//! (or a newer write of the key) is readable; and once the faults healed
+//! and the leader's passes caught up, every key is read once.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use madsim::rand::Rng;
+
+use crate::workload::{Event, Session};
+
+pub const COMPACT_TOPIC: &str = "compacted";
+pub const COMPACT_PARTITIONS: i32 = 2;
+/// Keys per partition: few, so that each is overwritten many times.
+const KEYS: u32 = 8;
+
+/// The topic's settings: segments of a few records that also roll after
+/// 1.5 s, every dirty byte worth a pass, tombstones kept 3 s.
+const CONFIGS: &[(&str, &str)] = &[
+    ("cleanup.policy", "compact"),
+    ("segment.bytes", "700"),
+    ("segment.ms", "1500"),
+    ("min.cleanable.dirty.ratio", "0.01"),
+    ("delete.retention.ms", "3000"),
+];
+
+/// A record of the compacted topic as written and read: key and value
+/// (`None`: a tombstone).
+pub type Written = (String, Option<String>);
+
+fn record(key: &str, value: Option<&str>) -> Bytes {
+    broker::log::batch::build_keyed(
+        (-1, -1, -1),
+        broker::clock::now_ms(),
+        &[(key.as_bytes(), value.map(str::as_bytes))],
+    )
+}
+
+/// Writes [`COMPACT_TOPIC`] until `until`; [`final_read`] reads it back
+/// once the faults healed.
+pub async fn compactor(mut s: Session, until: Duration) {
+    while !s.create_topic(COMPACT_TOPIC, COMPACT_PARTITIONS).await {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if s.now() >= until {
+            return;
+        }
+    }
+    'configs: for (key, value) in CONFIGS {
+        while s.now() < until {
+            if s.alter_config(COMPACT_TOPIC, key, value).await == Some(0) {
+                continue 'configs;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    let mut n = 0u64;
+    while s.now() < until {
+        let (partition, key, tombstone) = {
+            let mut rng = madsim::rand::thread_rng();
+            (
+                rng.gen_range(0..COMPACT_PARTITIONS),
+                format!("k{}", rng.gen_range(0..KEYS)),
+                rng.gen_ratio(1, 6),
+            )
+        };
+        let value = (!tombstone).then(|| format!("c-{partition}-{key}-{n}"));
+        n += 1;
+        s.history.record(
+            s.now(),
+            Event::CompactSent {
+                partition,
+                key: key.clone(),
+                value: value.clone(),
+            },
+        );
+        let batch = record(&key, value.as_deref());
+        if let Ok((0, offset, _)) = s.produce(COMPACT_TOPIC, partition, batch).await {
+            s.history.record(
+                s.now(),
+                Event::CompactProduced {
+                    partition,
+                    offset,
+                    key,
+                    value,
+                },
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+/// The liveness phase's read of the compacted topic: each partition read
+/// whole until every key appears once (the leader rolled the last
+/// segment and compacted it), or the deadline, when the last read counts.
+pub async fn final_read(mut s: Session, deadline: Duration) {
+    for partition in 0..COMPACT_PARTITIONS {
+        let mut last = None;
+        while s.now() < deadline {
+            if let Some(records) = read_back(&mut s, partition).await {
+                let keys: BTreeSet<&String> = records.iter().map(|(_, (k, _))| k).collect();
+                let settled = keys.len() == records.len();
+                last = Some(records);
+                if settled {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        if let Some(records) = last {
+            let settled = {
+                let keys: BTreeSet<&String> = records.iter().map(|(_, (k, _))| k).collect();
+                keys.len() == records.len()
+            };
+            s.history.record(
+                s.now(),
+                Event::CompactFinal {
+                    partition,
+                    records,
+                    settled,
+                },
+            );
+        }
+    }
+}
+
+/// Every record of `partition` from its log start to its end, fetching
+/// from the offset after the last one read (the gaps compaction leaves
+/// are stepped over). `None` if that could not be read this time.
+async fn read_back(s: &mut Session, partition: i32) -> Option<Vec<(i64, Written)>> {
+    let start = s.list_offset(COMPACT_TOPIC, partition, -2).await?;
+    let end = s.list_offset(COMPACT_TOPIC, partition, -1).await?;
+    let mut out = Vec::new();
+    let mut next = start;
+    while next < end {
+        let p = s.fetch_partition(COMPACT_TOPIC, partition, next, 0).await?;
+        let set = p.records.unwrap_or_default();
+        let recs = whole_batches(&set)?;
+        if recs.is_empty() {
+            // Nothing from `next` up to the end: compaction removed the
+            // log's last records (tombstones past delete.retention.ms).
+            break;
+        }
+        for (offset, key, value) in recs {
+            if offset < next {
+                continue;
+            }
+            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+            out.push((offset, (key.map(text).unwrap_or_default(), value.map(text))));
+            next = offset + 1;
+        }
+        if p.high_watermark <= next {
+            break;
+        }
+    }
+    Some(out)
+}
+
+/// The records of the whole batches of a fetched set (a size-limited
+/// fetch may end in part of one); `None` if a whole batch is not readable.
+fn whole_batches(set: &[u8]) -> Option<Vec<broker::log::records::Keyed>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(size) = set
+        .get(at..)
+        .and_then(|rest| broker::log::batch::parse(rest).ok())
+        .map(|h| h.size)
+    {
+        out.extend(broker::log::records::keyed_records(&set[at..at + size])?);
+        at += size;
+    }
+    Some(out)
+}
