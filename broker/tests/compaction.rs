@@ -542,3 +542,44 @@ async fn a_read_in_the_gap_at_the_end_of_the_log_answers_nothing() {
         );
     }
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn an_idempotent_producer_is_known_after_compaction_removed_its_batches() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let config = LogConfig {
+        segment_ms: Some(1),
+        ..compacting()
+    };
+    let log = lead(vfs.clone(), &meta, 0, 1, config.clone())
+        .await
+        .unwrap();
+    let batch = |seq: i32, key: &[u8]| batch::build_keyed((42, 0, seq), 5, &[(key, Some(b"v"))]);
+    let first = log.append(batch(0, b"k")).await.unwrap();
+    let last = log.append(batch(1, b"k")).await.unwrap();
+    log.roll_if_due(0).await.unwrap();
+    assert!(log.roll_if_due(10).await.unwrap());
+    let done = log
+        .compact(100, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.records_kept, 1, "the first batch is gone: {done:?}");
+    // A fetch at the removed batch's offset gets the kept one.
+    let r = log.read(first.base_offset, 1 << 20).await.unwrap();
+    assert_eq!(
+        batch::parse(&r.records).unwrap().base_offset,
+        last.base_offset
+    );
+    drop(log);
+    // A new leader still knows the producer's last sequence: a retry of
+    // the last batch gets its offsets, an old sequence is refused.
+    let next = lead(vfs.clone(), &meta, 0, 2, config).await.unwrap();
+    assert_eq!(next.append(batch(1, b"k")).await.unwrap(), last);
+    assert!(matches!(
+        next.append(batch(5, b"k")).await,
+        Err(LogError::OutOfOrderSequence)
+    ));
+    assert_eq!(next.append(batch(2, b"k")).await.unwrap().base_offset, 2);
+}
