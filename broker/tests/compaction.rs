@@ -583,3 +583,58 @@ async fn an_idempotent_producer_is_known_after_compaction_removed_its_batches() 
     ));
     assert_eq!(next.append(batch(2, b"k")).await.unwrap().base_offset, 2);
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn compressed_batches_are_compacted_and_stay_compressed_with_their_codec() {
+    for codec in 1..=4i16 {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let meta = with_topic(vfs.as_ref(), "table", 1).await;
+        let config = LogConfig {
+            segment_ms: Some(1),
+            ..compacting()
+        };
+        let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
+        let mut acked = BTreeMap::new();
+        for b in 0..30u32 {
+            let writes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+                (b * 10..b * 10 + 10).map(write).collect();
+            let records: Vec<(&[u8], Option<&[u8]>)> = writes
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
+            let plain = batch::build_keyed((-1, -1, -1), 1, &records);
+            let a = log
+                .append(broker::log::records::compressed(&plain, codec).unwrap())
+                .await
+                .unwrap();
+            for (i, o) in (b * 10..).zip(a.base_offset..=a.last_offset) {
+                acked.insert(o, i);
+            }
+        }
+        log.roll_if_due(0).await.unwrap();
+        log.roll_if_due(10).await.unwrap();
+        let done = log
+            .compact(100, &CleanerLimits::default())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            done.compressed_batches, 0,
+            "codec {codec}: every batch read: {done:?}"
+        );
+        assert!(
+            done.records_kept < done.records_read / 5,
+            "codec {codec}: {done:?}"
+        );
+        let read = read_all(&log).await;
+        check(&read, &acked, done.cleaned_until, &format!("codec {codec}"));
+        let r = log.read(0, 1 << 20).await.unwrap();
+        let mut at = 0;
+        while at < r.records.len() {
+            let h = batch::parse(&r.records[at..]).unwrap();
+            assert_eq!(h.attributes & 7, codec, "kept batches keep their codec");
+            at += h.size;
+        }
+    }
+}

@@ -1,5 +1,6 @@
 """Compacted topics against the release broker, with confluent-kafka: many
-versions of many keys and tombstones go in, the leader compacts the sealed
+versions of many keys and tombstones go in (uncompressed, and with each of
+Kafka's codecs), the leader compacts the sealed
 segments, and a consumer reading from the start gets exactly the newest
 value of every live key, at the offset its producer was told, and nothing
 of a deleted one. A record without a key is refused, as Kafka refuses it."""
@@ -61,8 +62,9 @@ def read_all(addr, topic):
         c.close()
 
 
-def test_a_compacted_topic_reads_back_the_newest_value_of_every_key(broker):
-    topic = f"table-{uuid.uuid4().hex[:8]}"
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_a_compacted_topic_reads_back_the_newest_value_of_every_key(broker, compression):
+    topic = f"table-{compression}-{uuid.uuid4().hex[:8]}"
     create(broker.addr, topic, {
         "cleanup.policy": "compact",
         "segment.bytes": "8192",
@@ -70,7 +72,8 @@ def test_a_compacted_topic_reads_back_the_newest_value_of_every_key(broker):
         "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": "0",
     })
-    p = Producer({"bootstrap.servers": broker.addr, "linger.ms": 2, "acks": "all"})
+    p = Producer({"bootstrap.servers": broker.addr, "linger.ms": 2, "acks": "all",
+                  "compression.type": compression})
     newest = {}
     failures = []
 

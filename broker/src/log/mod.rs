@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod batch;
+pub(crate) mod codecs;
 pub mod config_defs;
 pub mod epochs;
 pub mod fence;

@@ -7,9 +7,12 @@
 //! v2), so a kept record's bytes stay valid unchanged. Re-encoding through a
 //! record model would not be exact: Kafka allows a header key twice.
 
+use std::borrow::Cow;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::batch::{self, BatchHeader, HEADER_LEN, get_varlong, put_varlong};
+use super::codecs;
 
 /// Attribute bit of a batch whose base timestamp is its delete horizon
 /// (KIP-534): once that time passes, compaction removes its tombstones.
@@ -38,13 +41,22 @@ pub(crate) fn is_compressed(h: &BatchHeader) -> bool {
     h.attributes & 0x07 != 0
 }
 
-/// The records of the uncompressed batch `batch` (validated, header `h`);
-/// `None` if it is compressed or a record does not parse.
-pub(crate) fn records<'a>(batch: &'a [u8], h: &BatchHeader) -> Option<Vec<RawRecord<'a>>> {
-    if is_compressed(h) {
-        return None;
+/// The records section of the batch `batch` (validated, header `h`), as
+/// stored, or decompressed (at most [`codecs::MAX_DECOMPRESSED`] bytes).
+pub(crate) fn body<'a>(batch: &'a [u8], h: &BatchHeader) -> std::io::Result<Cow<'a, [u8]>> {
+    let stored = batch
+        .get(HEADER_LEN..h.size)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "short batch"))?;
+    match h.attributes & 0x07 {
+        0 => Ok(Cow::Borrowed(stored)),
+        codec => codecs::decompress(codec, stored, codecs::MAX_DECOMPRESSED).map(Cow::Owned),
     }
-    let mut rest = batch.get(HEADER_LEN..h.size)?;
+}
+
+/// The records of a batch's records section `body` (see [`body`]); `None`
+/// if a record does not parse.
+pub(crate) fn records_in<'a>(body: &'a [u8], h: &BatchHeader) -> Option<Vec<RawRecord<'a>>> {
+    let mut rest = body;
     let mut out = Vec::with_capacity((h.records.max(0) as usize).min(rest.len() / 7));
     for _ in 0..h.records {
         let before = rest;
@@ -91,7 +103,8 @@ pub fn keyed_records(mut batches: &[u8]) -> Option<Vec<Keyed>> {
     while !batches.is_empty() {
         let h = batch::parse(batches).ok()?;
         if h.control.is_none() {
-            for r in records(batches, &h)? {
+            let body = body(batches, &h).ok()?;
+            for r in records_in(&body, &h)? {
                 out.push((
                     r.offset,
                     r.key.map(<[u8]>::to_vec),
@@ -104,19 +117,39 @@ pub fn keyed_records(mut batches: &[u8]) -> Option<Vec<Keyed>> {
     Some(out)
 }
 
-/// Whether an uncompressed data batch of `set` (a produce's record set)
-/// holds a record without a key. Compressed batches are not looked into;
-/// malformed ones are refused by the append.
+/// Whether a data batch of `set` (a produce's record set) holds a record
+/// without a key. A batch that does not decompress or parse is left to the
+/// append's checks.
 pub(crate) fn has_keyless(mut set: &[u8]) -> bool {
     while let Ok(h) = batch::parse(set) {
-        if h.control.is_none()
-            && records(set, &h).is_some_and(|r| r.iter().any(|r| r.key.is_none()))
-        {
-            return true;
+        if h.control.is_none() {
+            if let Ok(body) = body(set, &h) {
+                if records_in(&body, &h).is_some_and(|r| r.iter().any(|r| r.key.is_none())) {
+                    return true;
+                }
+            }
         }
         set = &set[h.size..];
     }
     false
+}
+
+/// The uncompressed batch `batch` with its records compressed by `codec`
+/// (1 gzip, 2 snappy, 3 lz4, 4 zstd), as a producer with that
+/// `compression.type` sends it. For tests and benchmarks.
+pub fn compressed(batch: &[u8], codec: i16) -> std::io::Result<Bytes> {
+    let h =
+        batch::parse(batch).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let records = codecs::compress(codec, &batch[HEADER_LEN..h.size], &[])?;
+    let mut out = BytesMut::with_capacity(HEADER_LEN + records.len());
+    out.put_slice(&batch[..HEADER_LEN]);
+    out.put_slice(&records);
+    let length = (out.len() - batch::LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (h.attributes & !0x07) | codec;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch::restamp_crc(&mut out);
+    Ok(out.freeze())
 }
 
 /// `batch` with only `kept` of its records (a non-empty subset, in order):
@@ -124,14 +157,25 @@ pub(crate) fn has_keyless(mut set: &[u8]) -> bool {
 /// with `horizon`, the delete horizon set (the base timestamp becomes the
 /// horizon, each record's timestamp delta is rewritten to keep its
 /// timestamp).
-pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>], horizon: Option<i64>) -> Bytes {
-    let mut out = BytesMut::with_capacity(HEADER_LEN + batch.len());
-    out.put_slice(&batch[..HEADER_LEN]);
+/// A compressed batch's kept records are compressed again with its codec.
+pub(crate) fn rebuild(
+    batch: &[u8],
+    kept: &[RawRecord<'_>],
+    horizon: Option<i64>,
+) -> std::io::Result<Bytes> {
+    let mut body = BytesMut::with_capacity(batch.len());
     for r in kept {
         match horizon {
-            None => out.put_slice(r.bytes),
-            Some(base) => put_rebased(&mut out, r, base),
+            None => body.put_slice(r.bytes),
+            Some(base) => put_rebased(&mut body, r, base),
         }
+    }
+    let codec = i16::from_be_bytes([batch[21], batch[22]]) & 0x07;
+    let mut out = BytesMut::with_capacity(HEADER_LEN + body.len());
+    out.put_slice(&batch[..HEADER_LEN]);
+    match codec {
+        0 => out.put_slice(&body),
+        c => out.put_slice(&codecs::compress(c, &body, &batch[HEADER_LEN..])?),
     }
     let length = (out.len() - batch::LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&length.to_be_bytes());
@@ -142,7 +186,7 @@ pub(crate) fn rebuild(batch: &[u8], kept: &[RawRecord<'_>], horizon: Option<i64>
     }
     out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
     batch::restamp_crc(&mut out);
-    out.freeze()
+    Ok(out.freeze())
 }
 
 /// `r` with its timestamp delta taken from `base` instead.
@@ -163,6 +207,14 @@ fn put_rebased(out: &mut BytesMut, r: &RawRecord<'_>, base: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The records of an uncompressed batch.
+    fn records<'a>(batch: &'a [u8], h: &BatchHeader) -> Option<Vec<RawRecord<'a>>> {
+        if is_compressed(h) {
+            return None;
+        }
+        records_in(batch.get(HEADER_LEN..h.size)?, h)
+    }
 
     #[test]
     fn a_batch_rebuilt_from_some_records_keeps_their_offsets_and_bytes() {
@@ -192,7 +244,7 @@ mod tests {
             ]
         );
         let kept = [all[1], all[3]];
-        let rebuilt = rebuild(&b, &kept, None);
+        let rebuilt = rebuild(&b, &kept, None).unwrap();
         let r = batch::parse(&rebuilt).unwrap();
         assert_eq!((r.base_offset, r.last_offset(), r.records), (100, 103, 2));
         assert_eq!((r.producer_id, r.base_sequence, r.leader_epoch), (7, 10, 3));
@@ -208,7 +260,7 @@ mod tests {
         assert_eq!(delete_horizon(&r), None);
         // With a delete horizon: the base timestamp is the horizon, and
         // every kept record keeps its own timestamp and bytes otherwise.
-        let stamped = rebuild(&b, &kept, Some(90_000_000));
+        let stamped = rebuild(&b, &kept, Some(90_000_000)).unwrap();
         let s = batch::parse(&stamped).unwrap();
         assert_eq!(delete_horizon(&s), Some(90_000_000));
         assert_eq!((s.base_offset, s.last_offset(), s.records), (100, 103, 2));

@@ -81,8 +81,9 @@ pub struct Compacted {
     pub records_kept: u64,
     /// Distinct keys of the dirty part the offset map held.
     pub keys: usize,
-    /// Batches kept whole because their records are compressed (their
-    /// keys are not known to the pass).
+    /// Compressed batches kept whole because the pass could not read them
+    /// (they expand past the bound, or do not decompress): their keys are
+    /// not known to it.
     pub compressed_batches: u64,
     /// The log is deduplicated below this offset now.
     pub cleaned_until: i64,
@@ -288,10 +289,11 @@ fn aborted_data(h: &batch::BatchHeader, aborted: &[AbortedTxn]) -> bool {
         })
 }
 
-/// The records of `b` to keep; `None` keeps the batch whole. A
-/// tombstone goes once its batch's delete horizon passed.
+/// The records of a batch (its records section `body`) to keep; `None`
+/// keeps the batch whole. A tombstone goes once its batch's delete horizon
+/// passed.
 fn keep<'a>(
-    b: &'a [u8],
+    body: &'a [u8],
     h: &batch::BatchHeader,
     map: &OffsetMap,
     end: i64,
@@ -301,7 +303,7 @@ fn keep<'a>(
         return None;
     }
     let expired = records::delete_horizon(h).is_some_and(|t| t <= now_ms);
-    let all = records::records(b, h)?;
+    let all = records::records_in(body, h)?;
     Some(
         all.into_iter()
             .filter(|r| {
@@ -450,7 +452,10 @@ impl PartitionLog {
                 if h.control.is_some() || aborted_data(&h, aborted) {
                     continue;
                 }
-                let Some(recs) = records::records(&b, &h) else {
+                let Ok(body) = records::body(&b, &h) else {
+                    continue; // kept whole, its keys unknown
+                };
+                let Some(recs) = records::records_in(&body, &h) else {
                     continue;
                 };
                 for r in recs.into_iter().filter(|r| r.offset >= cleaned_until) {
@@ -492,7 +497,7 @@ impl PartitionLog {
         let cfg = self.cfg();
         let mut done = Vec::new();
         let mut out: Option<(Output, u64)> = None;
-        let mut compressed_before = false;
+        let mut opaque_before = false;
         for seg in sources {
             let (size, next, source_max_ts) = sealed(seg).unwrap_or_default();
             // A cleaned segment holds one epoch's records (the segment list
@@ -552,18 +557,27 @@ impl PartitionLog {
                 if aborted_data(&h, aborted) {
                     continue;
                 }
-                if h.control.is_none() && records::is_compressed(&h) && h.base_offset < end {
+                let body = (h.control.is_none() && h.base_offset < end)
+                    .then(|| records::body(&b, &h).ok())
+                    .flatten();
+                // A compressed batch the pass cannot read (it expands past
+                // the bound, or does not decompress) stays whole; an older
+                // value of a tombstone's key may sit in it, so no
+                // tombstone after one goes.
+                let opaque = h.control.is_none()
+                    && records::is_compressed(&h)
+                    && h.base_offset < end
+                    && body.is_none();
+                if opaque {
                     stats.compressed_batches += 1;
                 }
+                let expire_at = if opaque_before { i64::MIN } else { now_ms };
+                opaque_before |= opaque;
                 let mut tombstones = false;
-                // An older value of a tombstone's key may sit in a
-                // compressed batch before it, which the pass cannot see
-                // into: no tombstone after one goes.
-                let expire_at = if compressed_before { i64::MIN } else { now_ms };
-                if h.control.is_none() && records::is_compressed(&h) {
-                    compressed_before = true;
-                }
-                let kept = match keep(&b, &h, map, end, expire_at) {
+                let kept = match body
+                    .as_deref()
+                    .and_then(|d| keep(d, &h, map, end, expire_at))
+                {
                     None => b,
                     Some(k) if k.is_empty() => continue,
                     Some(k) => {
@@ -573,9 +587,9 @@ impl PartitionLog {
                         let stamp = (tombstones && records::delete_horizon(&h).is_none())
                             .then_some(horizon);
                         if stamp.is_none() && k.len() == h.records as usize {
-                            b
+                            b.clone()
                         } else {
-                            records::rebuild(&b, &k, stamp)
+                            records::rebuild(&b, &k, stamp)?
                         }
                     }
                 };
