@@ -229,8 +229,9 @@ impl Metrics {
             compaction_compressed: single(
                 &r,
                 "compaction_compressed_batches_kept_total",
-                "Batches of compacted topics kept whole because their records are compressed \
-                 (kaas does not decompress them yet: their older keys are not removed)",
+                "Compressed batches of compacted topics kept whole because a pass could not read \
+                 them (they expand past 64 MiB, or do not decompress): their keys are not \
+                 deduplicated",
             ),
             registry: r,
         };
