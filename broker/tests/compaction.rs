@@ -638,3 +638,99 @@ async fn compressed_batches_are_compacted_and_stay_compressed_with_their_codec()
         }
     }
 }
+
+/// A transactional producer's batch of keyed records.
+fn transactional(producer: (i64, i16, i32), records: &[(&[u8], Option<&[u8]>)]) -> Bytes {
+    let mut b = batch::build_keyed(producer, 1, records).to_vec();
+    b[22] |= 0x10;
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn aborted_data_goes_and_markers_go_once_their_transaction_is_gone() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let mut config = LogConfig {
+        segment_ms: Some(1),
+        ..compacting()
+    };
+    if let Some(c) = &mut config.compaction {
+        c.delete_retention_ms = 1_000;
+    }
+    let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
+    let commit = batch::build_marker((7, 0), batch::Marker::Commit, 0, 1);
+    let abort = batch::build_marker((7, 0), batch::Marker::Abort, 0, 1);
+    log.verified(7, 0);
+    log.append(transactional(
+        (7, 0, 0),
+        &[(b"a", Some(b"t1")), (b"b", Some(b"t1"))],
+    ))
+    .await
+    .unwrap();
+    log.append(commit).await.unwrap(); // offset 2
+    log.verified(7, 0);
+    log.append(transactional((7, 0, 2), &[(b"c", Some(b"aborted"))]))
+        .await
+        .unwrap();
+    log.append(abort).await.unwrap(); // offset 4
+    log.append(one(b"a", Some(b"plain"))).await.unwrap();
+    log.append(one(b"b", Some(b"plain"))).await.unwrap();
+    log.verified(7, 0);
+    log.append(transactional((7, 0, 3), &[(b"d", Some(b"t2"))]))
+        .await
+        .unwrap();
+    log.append(batch::build_marker((7, 0), batch::Marker::Commit, 0, 1))
+        .await
+        .unwrap(); // offset 8
+    assert_eq!(log.producers().await.aborted.len(), 1);
+    log.roll_if_due(0).await.unwrap();
+    assert!(log.roll_if_due(10).await.unwrap());
+    let first = log
+        .compact(100, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.markers_removed.is_empty(), "{first:?}");
+    assert_eq!(
+        first.delete_horizon,
+        Some(1_100),
+        "markers wait for their horizon"
+    );
+    let second = log
+        .compact(1_100, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    // The first commit's data was overwritten and the aborted data went:
+    // both their markers go; the last transaction's data stays, and so
+    // does its marker.
+    assert_eq!(second.markers_removed, [(7, 2), (7, 4)], "{second:?}");
+    assert!(
+        log.producers().await.aborted.is_empty(),
+        "its aborted range went with it"
+    );
+    let read = keyed_records(&log.read_committed(0, 1 << 20).await.unwrap().records).unwrap();
+    let values: Vec<_> = read.iter().map(|r| (r.0, r.2.clone().unwrap())).collect();
+    assert_eq!(
+        values,
+        [
+            (5, b"plain".to_vec()),
+            (6, b"plain".to_vec()),
+            (7, b"t2".to_vec())
+        ]
+    );
+    let r = log.read(0, 1 << 20).await.unwrap();
+    let mut markers = Vec::new();
+    let mut at = 0;
+    while at < r.records.len() {
+        let h = batch::parse(&r.records[at..]).unwrap();
+        if h.control.is_some() {
+            markers.push(h.base_offset);
+        }
+        at += h.size;
+    }
+    assert_eq!(markers, [8]);
+}

@@ -87,9 +87,21 @@ pub struct Compacted {
     pub compressed_batches: u64,
     /// The log is deduplicated below this offset now.
     pub cleaned_until: i64,
-    /// The earliest delete horizon of a tombstone the pass kept: a pass is
-    /// due then even if nothing is dirty.
+    /// The earliest delete horizon of a tombstone or transaction marker
+    /// the pass kept: a pass is due then even if nothing is dirty.
     pub delete_horizon: Option<i64>,
+    /// Transaction markers removed: nothing of their transaction was left,
+    /// and their delete horizon passed (as `(producer id, offset)`).
+    pub markers_removed: Vec<(i64, i64)>,
+}
+
+impl Compacted {
+    fn horizon(&mut self, t: Option<i64>) {
+        self.delete_horizon = match (self.delete_horizon, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 /// Bytes one offset map entry may take: a 16-byte key digest and an 8-byte
@@ -427,8 +439,7 @@ impl PartitionLog {
             }
         };
         vfs::fault_point!(self.vfs, "compaction.segments-written");
-        self.swap_in(sources, outputs, (end, stats.delete_horizon))
-            .await?;
+        self.swap_in(sources, outputs, (end, &stats)).await?;
         Ok(Some(stats))
     }
 
@@ -498,6 +509,12 @@ impl PartitionLog {
         let mut done = Vec::new();
         let mut out: Option<(Output, u64)> = None;
         let mut opaque_before = false;
+        // Producers with transactional data kept since their last marker.
+        let mut open_data: std::collections::BTreeSet<i64> = std::collections::BTreeSet::new();
+        // A marker whose transaction's data is gone goes at its horizon;
+        // after a batch the pass could not read, not at all (its data may
+        // be in there).
+        let expire_marker = |opaque: bool| if opaque { i64::MIN } else { now_ms };
         for seg in sources {
             let (size, next, source_max_ts) = sealed(seg).unwrap_or_default();
             // A cleaned segment holds one epoch's records (the segment list
@@ -557,6 +574,32 @@ impl PartitionLog {
                 if aborted_data(&h, aborted) {
                     continue;
                 }
+                if h.control.is_some() && h.base_offset < end {
+                    // A marker goes once nothing of its transaction is left
+                    // (as Kafka's cleaner does), delete.retention.ms after
+                    // the pass that first found it so.
+                    if !open_data.remove(&h.producer_id) {
+                        match records::delete_horizon(&h) {
+                            Some(t) if t <= expire_marker(opaque_before) => {
+                                stats.markers_removed.push((h.producer_id, h.base_offset));
+                                continue;
+                            }
+                            Some(t) => stats.horizon(Some(t)),
+                            None => {
+                                let body = records::body(&b, &h)?;
+                                let all = records::records_in(&body, &h)
+                                    .ok_or_else(|| corrupt("an unreadable transaction marker"))?;
+                                let stamped = records::rebuild(&b, &all, Some(horizon))?;
+                                let kh =
+                                    batch::parse(&stamped).map_err(|e| corrupt(&e.to_string()))?;
+                                stats.horizon(records::delete_horizon(&kh));
+                                stats.records_kept += kh.records.max(0) as u64;
+                                self.put(o, stamped, &kh, throttle).await?;
+                                continue;
+                            }
+                        }
+                    }
+                }
                 let body = (h.control.is_none() && h.base_offset < end)
                     .then(|| records::body(&b, &h).ok())
                     .flatten();
@@ -595,11 +638,10 @@ impl PartitionLog {
                 };
                 let kh = batch::parse(&kept).map_err(|e| corrupt(&e.to_string()))?;
                 if tombstones {
-                    let t = records::delete_horizon(&kh);
-                    stats.delete_horizon = match (stats.delete_horizon, t) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    stats.horizon(records::delete_horizon(&kh));
+                }
+                if kh.is_transactional() && kh.control.is_none() {
+                    open_data.insert(kh.producer_id);
                 }
                 stats.records_kept += kh.records.max(0) as u64;
                 self.put(o, kept, &kh, throttle).await?;
@@ -710,7 +752,7 @@ impl PartitionLog {
         &self,
         sources: Vec<SegmentMeta>,
         outputs: Vec<SegmentMeta>,
-        (end, delete_horizon): (i64, Option<i64>),
+        (end, stats): (i64, &Compacted),
     ) -> Result<(), LogError> {
         let new_files = |metas: &[SegmentMeta]| -> Vec<PathBuf> {
             metas
@@ -742,8 +784,15 @@ impl PartitionLog {
             .segments
             .splice(at..at + sources.len(), outputs.iter().cloned());
         manifest.cleaned_until = manifest.cleaned_until.max(end);
-        // Every tombstone below `end` went through this pass.
-        manifest.delete_horizon = delete_horizon;
+        // Every tombstone and marker below `end` went through this pass.
+        manifest.delete_horizon = stats.delete_horizon;
+        // An aborted range whose marker went has no record left to hide.
+        let gone = |a: &AbortedTxn| {
+            stats
+                .markers_removed
+                .contains(&(a.producer_id, a.last_offset))
+        };
+        manifest.producers.aborted.retain(|a| !gone(a));
         // On an error the new files stay: the replace may have taken
         // effect (a lost reply), and then the volume's manifest names them.
         // The next manifest this epoch writes names the old ones again.
@@ -753,8 +802,10 @@ impl PartitionLog {
         // Only a confirmed leader removes the old files: a successor that
         // took over before this manifest was written still names them.
         self.confirm_epoch(&mut w).await?;
+        w.producers.aborted.retain(|a| !gone(a));
         {
             let mut view = lock(&self.view);
+            view.aborted = Arc::new(w.producers.aborted.clone());
             view.segments = w.manifest.segments.clone();
             for s in &sources {
                 view.handles.remove(&s.id());
