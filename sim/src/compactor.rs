@@ -4,6 +4,10 @@
 //! every few seconds while the faults run (crashes, pauses and NFS faults
 //! at every step of a pass: the `compaction` fault point family).
 //!
+//! Every few seconds it moves one of the topic's partitions to a broker
+//! picked at random (AlterPartitionReassignments), so passes race their
+//! successors' takeovers.
+//!
 //! Its history (`Event::Compact*`) lets the checker hold the rules of a
 //! compacted log: every record read is one that was written, at the
 //! offset its answer named; the newest acknowledged record of every key
@@ -63,7 +67,25 @@ pub async fn compactor(mut s: Session, until: Duration) {
         }
     }
     let mut n = 0u64;
+    let mut next_move = s.now() + Duration::from_secs(3);
     while s.now() < until {
+        if s.now() >= next_move {
+            // Leadership moves now and then, so that a pass held between
+            // two of its steps (a fault point's hold) finds a successor
+            // when it goes on: the zombie pass the fence must stop.
+            let (partition, broker, gap) = {
+                let mut rng = madsim::rand::thread_rng();
+                (
+                    rng.gen_range(0..COMPACT_PARTITIONS),
+                    s.any_broker(),
+                    rng.gen_range(2_000..6_000),
+                )
+            };
+            let code =
+                crate::movers::move_partition(&mut s, COMPACT_TOPIC, partition, Some(broker)).await;
+            tracing::debug!(partition, broker, ?code, "compacted partition moved");
+            next_move = s.now() + Duration::from_millis(gap);
+        }
         let (partition, key, tombstone) = {
             let mut rng = madsim::rand::thread_rng();
             (

@@ -93,11 +93,32 @@ fn topic() -> TopicName {
 
 async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
     let sent = s.now();
+    let code = move_partition(s, TOPIC, partition, broker).await;
+    let outcome = AdminOutcome::of(code, &[NO_REASSIGNMENT]);
+    s.history.record(
+        s.now(),
+        Event::Reassign {
+            partition,
+            broker,
+            sent,
+            outcome,
+        },
+    );
+}
+
+/// AlterPartitionReassignments of one partition to `broker` (`None`:
+/// cancel): the partition's error code, or `None` without an answer.
+pub(crate) async fn move_partition(
+    s: &mut Session,
+    topic: &str,
+    partition: i32,
+    broker: Option<u32>,
+) -> Option<i16> {
     let req = AlterPartitionReassignmentsRequest::default()
         .with_timeout_ms(ADMIN_TIMEOUT.as_millis() as i32)
         .with_topics(vec![
             ReassignableTopic::default()
-                .with_name(topic())
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
                 .with_partitions(vec![
                     ReassignablePartition::default()
                         .with_partition_index(partition)
@@ -111,7 +132,7 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
         RequestKind::AlterPartitionReassignments(req),
     )
     .await;
-    let code = match answer {
+    match answer {
         Ok(ResponseKind::AlterPartitionReassignments(r)) if r.error_code != 0 => Some(r.error_code),
         Ok(ResponseKind::AlterPartitionReassignments(r)) => r
             .responses
@@ -120,17 +141,7 @@ async fn reassign(s: &mut Session, partition: i32, broker: Option<u32>) {
             .find(|p| p.partition_index == partition)
             .map(|p| p.error_code),
         _ => None,
-    };
-    let outcome = AdminOutcome::of(code, &[NO_REASSIGNMENT]);
-    s.history.record(
-        s.now(),
-        Event::Reassign {
-            partition,
-            broker,
-            sent,
-            outcome,
-        },
-    );
+    }
 }
 
 /// Asks for a preferred-leader election of `partition` or a listing of
