@@ -48,8 +48,9 @@ mod real {
         // Fields after the command's closing parenthesis; utime and stime
         // are the 12th and 13th of them, in clock ticks (100 a second).
         let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-        (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) / 100.0
     }
 
     /// Starts a new peak (Linux: `clear_refs` 5 resets `VmHWM`).
