@@ -37,6 +37,10 @@ const CONFIGS: &[(&str, &str)] = &[
     ("delete.retention.ms", "3000"),
 ];
 
+/// The topic's `delete.retention.ms`: a tombstone stays at least this
+/// long after it was acknowledged (its horizon starts at a later pass).
+pub(crate) const DELETE_RETENTION: Duration = Duration::from_millis(3000);
+
 /// A record of the compacted topic as written and read: key and value
 /// (`None`: a tombstone).
 pub type Written = (String, Option<String>);
@@ -105,11 +109,13 @@ pub async fn compactor(mut s: Session, until: Duration) {
             },
         );
         let batch = record(&key, value.as_deref());
+        let sent = s.now();
         if let Ok((0, offset, _)) = s.produce(COMPACT_TOPIC, partition, batch).await {
             s.history.record(
                 s.now(),
                 Event::CompactProduced {
                     partition,
+                    sent,
                     offset,
                     key,
                     value,

@@ -197,9 +197,11 @@ pub enum Event {
         key: String,
         value: Option<String>,
     },
-    /// A write to the compacted topic acknowledged at `offset`.
+    /// A write to the compacted topic acknowledged at `offset` (sent at
+    /// `sent`).
     CompactProduced {
         partition: i32,
+        sent: Duration,
         offset: i64,
         key: String,
         value: Option<String>,
@@ -556,6 +558,7 @@ pub fn describe(e: &Event) -> String {
             offset,
             key,
             value,
+            ..
         } => format!("compactor produced {key}={value:?} at {partition}/{offset}"),
         Event::TxnInit {
             client,

@@ -9,20 +9,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::compactor::Written;
+use crate::compactor::{DELETE_RETENTION, Written};
 use crate::workload::Event;
 
 use super::Invariant;
 
 /// A write sent: when, and its value (`None`: a tombstone).
 type Sent<'a> = (Duration, &'a Option<String>);
-/// A write acknowledged: its offset, value and when it was answered.
-type Acked<'a> = (i64, &'a Option<String>, Duration);
+/// A write acknowledged: its offset, value, when it was answered and
+/// when it was sent.
+type Acked<'a> = (i64, &'a Option<String>, Duration, Duration);
 
 /// Judges the compactor's history on its own: it writes only its topic.
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     let mut finals: BTreeMap<i32, BTreeMap<i64, &Written>> = BTreeMap::new();
-    for (_, e) in events {
+    let mut read_at: BTreeMap<i32, Duration> = BTreeMap::new();
+    for (at, e) in events {
         if let Event::CompactFinal {
             partition,
             records,
@@ -30,6 +32,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
         } = e
         {
             finals.insert(*partition, records.iter().map(|(o, w)| (*o, w)).collect());
+            read_at.insert(*partition, *at);
             if !settled {
                 let mut seen = BTreeSet::new();
                 let twice: BTreeSet<&String> = records
@@ -61,6 +64,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 .push((*at, value)),
             Event::CompactProduced {
                 partition,
+                sent,
                 offset,
                 key,
                 value,
@@ -69,7 +73,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 acked
                     .entry((*partition, key.as_str()))
                     .or_default()
-                    .push((*offset, value, *at));
+                    .push((*offset, value, *at, *sent));
                 at_offset.insert((*partition, *offset), (key.as_str(), value));
             }
             _ => {}
@@ -94,7 +98,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
         let Some(log) = finals.get(partition) else {
             continue; // reported as liveness
         };
-        let Some((offset, value, answered)) = writes.iter().max_by_key(|w| w.0) else {
+        let Some((offset, value, answered, sent_at)) = writes.iter().max_by_key(|w| w.0) else {
             continue;
         };
         let newest_read = log
@@ -102,16 +106,22 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             .filter(|(_, (k, _))| k == key)
             .map(|(o, _)| *o)
             .max();
+        // A tombstone stays delete.retention.ms after it was sent at least
+        // (its horizon starts at the first pass that keeps it, after its
+        // append), and so does one sent later that landed.
+        let read = read_at.get(partition).copied().unwrap_or_default();
+        let due = |sent: Duration| read.saturating_sub(sent) >= DELETE_RETENTION;
         let ok = match newest_read {
             Some(o) if o >= *offset => true,
             Some(_) => false,
             // Gone: a tombstone went last (it goes too, after
             // delete.retention.ms), or one sent later may have landed.
             None => {
-                value.is_none()
+                (value.is_none() && due(*sent_at))
                     || sent.get(&(*partition, *key)).is_some_and(|w| {
-                        w.iter()
-                            .any(|(at, v)| v.is_none() && *at + REQUEST_TIMEOUT >= *answered)
+                        w.iter().any(|(at, v)| {
+                            v.is_none() && *at + REQUEST_TIMEOUT >= *answered && due(*at)
+                        })
                     })
             }
         };
@@ -166,6 +176,7 @@ mod tests {
             at(ms),
             Event::CompactProduced {
                 partition: 0,
+                sent: at(ms - 10),
                 offset,
                 key: key.into(),
                 value: value.map(Into::into),
@@ -224,12 +235,21 @@ mod tests {
         let mut newer = history.clone();
         newer.push(last(&[(1, "a", Some("a2"))], true));
         assert!(judged(&newer).is_empty(), "{:?}", judged(&newer));
-        // A tombstone acknowledged last may take its key with it.
+        // A tombstone acknowledged last may take its key with it, once
+        // delete.retention.ms passed (the final read is at 90 s).
         let mut deleted = history.clone();
         deleted.push(sent(400, "a", None));
         deleted.push(acked(410, 2, "a", None));
         deleted.push(last(&[], true));
         assert!(judged(&deleted).is_empty(), "{:?}", judged(&deleted));
+        // Not before: a tombstone answered 1 s before the read must be read.
+        let mut early = history.clone();
+        early.push(sent(88_900, "a", None));
+        early.push(acked(89_000, 2, "a", None));
+        early.push(last(&[], true));
+        let gone = judged(&early);
+        assert_eq!(gone.len(), 1, "{gone:?}");
+        assert!(gone[0].starts_with("compacted-write-lost"), "{gone:?}");
         // An unanswered tombstone sent after the newest answer may too.
         let mut maybe = history.clone();
         maybe.push(sent(400, "a", None));
