@@ -37,10 +37,6 @@ const CONFIGS: &[(&str, &str)] = &[
     ("delete.retention.ms", "3000"),
 ];
 
-/// The topic's `delete.retention.ms`: a tombstone stays at least this
-/// long after it was acknowledged (its horizon starts at a later pass).
-pub(crate) const DELETE_RETENTION: Duration = Duration::from_millis(3000);
-
 /// A record of the compacted topic as written and read: key and value
 /// (`None`: a tombstone).
 pub type Written = (String, Option<String>);
@@ -133,7 +129,7 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
     for partition in 0..COMPACT_PARTITIONS {
         let mut last = None;
         while s.now() < deadline {
-            if let Some(records) = read_back(&mut s, partition).await {
+            if let Some(records) = read_back(&mut s, partition, deadline).await {
                 let keys: BTreeSet<&String> = records.iter().map(|(_, (k, _))| k).collect();
                 let settled = keys.len() == records.len();
                 last = Some(records);
@@ -163,16 +159,23 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
 /// Every record of `partition` from its log start to its end, fetching
 /// from the offset after the last one read (the gaps compaction leaves
 /// are stepped over). `None` if that could not be read this time.
-async fn read_back(s: &mut Session, partition: i32) -> Option<Vec<(i64, Written)>> {
+async fn read_back(
+    s: &mut Session,
+    partition: i32,
+    deadline: Duration,
+) -> Option<Vec<(i64, Written)>> {
     let start = s.list_offset(COMPACT_TOPIC, partition, -2).await?;
     let end = s.list_offset(COMPACT_TOPIC, partition, -1).await?;
     let mut out = Vec::new();
     let mut next = start;
     while next < end {
+        if s.now() >= deadline {
+            return None;
+        }
         let p = s.fetch_partition(COMPACT_TOPIC, partition, next, 0).await?;
         let set = p.records.unwrap_or_default();
-        let recs = whole_batches(&set)?;
-        if recs.is_empty() {
+        let (recs, batches_end) = whole_batches(&set)?;
+        if recs.is_empty() && batches_end <= next {
             // Nothing from `next` up to the end: compaction removed the
             // log's last records (tombstones past delete.retention.ms).
             break;
@@ -185,6 +188,9 @@ async fn read_back(s: &mut Session, partition: i32) -> Option<Vec<(i64, Written)
             out.push((offset, (key.map(text).unwrap_or_default(), value.map(text))));
             next = offset + 1;
         }
+        // A batch compaction emptied after `next` keeps its last offset:
+        // the reader goes on after it, as Kafka's consumers do.
+        next = next.max(batches_end);
         if p.high_watermark <= next {
             break;
         }
@@ -193,17 +199,19 @@ async fn read_back(s: &mut Session, partition: i32) -> Option<Vec<(i64, Written)
 }
 
 /// The records of the whole batches of a fetched set (a size-limited
-/// fetch may end in part of one); `None` if a whole batch is not readable.
-fn whole_batches(set: &[u8]) -> Option<Vec<broker::log::records::Keyed>> {
+/// fetch may end in part of one), and the offset after the last of those
+/// batches; `None` if a whole batch is not readable.
+fn whole_batches(set: &[u8]) -> Option<(Vec<broker::log::records::Keyed>, i64)> {
     let mut out = Vec::new();
+    let mut end = 0;
     let mut at = 0;
-    while let Some(size) = set
+    while let Some(h) = set
         .get(at..)
         .and_then(|rest| broker::log::batch::parse(rest).ok())
-        .map(|h| h.size)
     {
-        out.extend(broker::log::records::keyed_records(&set[at..at + size])?);
-        at += size;
+        out.extend(broker::log::records::keyed_records(&set[at..at + h.size])?);
+        end = end.max(h.next_offset());
+        at += h.size;
     }
-    Some(out)
+    Some((out, end))
 }

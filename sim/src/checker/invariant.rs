@@ -44,7 +44,7 @@ invariants! {
     DeletedPartitionRecreated = "deleted-partition-recreated": "Nothing makes a deleted topic's directory again.",
     TrimmedWriteLost = "trimmed-write-lost": "On a trimmed log, every acknowledged record at or above the log start offset is served at its offset.",
     DeleteRecordsUndone = "delete-records-undone": "The log start offset never goes back below what an acknowledged DeleteRecords answered.",
-    CompactedWriteLost = "compacted-write-lost": "On a compacted log, every record read is one that was written (at the offset its answer named), and the newest acknowledged record of each key, or a newer write of that key, is readable (a tombstone at least until delete.retention.ms after its answer).",
+    CompactedWriteLost = "compacted-write-lost": "On a compacted log, every record read is one that was written (at the offset its answer named), and the newest acknowledged record of each key, or a newer write of that key, is readable.",
     CompactionUnfinished = "compaction-unfinished": "Once faults heal and writes stop, the leader's compaction passes leave each key of a compacted topic once in its log within the liveness phase.",
     MissingSegment = "missing-segment": "The newest manifest of a partition names only segment files that are on the volume.",
     UndurableManifest = "undurable-manifest": "A manifest vouches only for bytes the NFS server has committed: sealed segments to their end, the active one to its checkpoint.",
