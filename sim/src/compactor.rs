@@ -132,18 +132,14 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
             if let Some(records) = read_back(&mut s, partition, deadline).await {
                 let keys: BTreeSet<&String> = records.iter().map(|(_, (k, _))| k).collect();
                 let settled = keys.len() == records.len();
-                last = Some(records);
+                last = Some((records, settled));
                 if settled {
                     break;
                 }
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        if let Some(records) = last {
-            let settled = {
-                let keys: BTreeSet<&String> = records.iter().map(|(_, (k, _))| k).collect();
-                keys.len() == records.len()
-            };
+        if let Some((records, settled)) = last {
             s.history.record(
                 s.now(),
                 Event::CompactFinal {
