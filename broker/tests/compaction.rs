@@ -449,6 +449,29 @@ async fn an_active_segment_rolls_at_segment_ms_and_becomes_cleanable() {
     assert_eq!(read.iter().filter(|r| r.2.is_none()).count(), 2);
 }
 
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_clock_stepped_back_does_not_hold_the_roll_by_age() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        segment_ms: Some(1_000),
+        ..compacting()
+    };
+    let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
+    log.append(batch_of(0, 1_000)).await.unwrap();
+    // First seen written while the broker's clock ran 45 minutes ahead,
+    // then the clock stepped back.
+    assert!(!log.roll_if_due(2_705_000).await.unwrap());
+    assert!(!log.roll_if_due(10_000).await.unwrap());
+    assert!(!log.roll_if_due(10_900).await.unwrap());
+    assert!(
+        log.roll_if_due(11_000).await.unwrap(),
+        "segment.ms after the step back, not 45 minutes"
+    );
+}
+
 /// A batch flagged gzip-compressed (its records are not readable as such,
 /// as the pass sees any compressed batch): `key=value`.
 fn opaque_compressed(key: &[u8], value: &[u8]) -> Bytes {

@@ -26,7 +26,7 @@
 //! | `quota_setters` | admins setting client quotas (AlterClientQuotas) and, once the faults heal, a client fetching and another producing past their quotas |
 //! | `movers` | admins moving the workload topic's partitions to named brokers (AlterPartitionReassignments, ElectLeaders) |
 //! | `trimmer` | writes a topic with small segments while retention and DeleteRecords trim it |
-//! | `compactor` | overwrites and deletes a few keys of a compacted topic while its leader compacts it |
+//! | `compactor` | overwrites and deletes a few keys of a compacted topic, some in transactions it commits, aborts or abandons, while its leader compacts it and the topic moves between brokers |
 //! | `controllers` | the observer's check that each controller epoch has one controller, the claim's winner |
 //! | `group_files` | the observer's look at the committer's group as a new coordinator would load it, for commit-not-durable |
 //! | `manifests` | the observer's audit of partitions: their newest manifests name only segments on the volume, and every leader epoch below the newest manifest's has a claim |

@@ -48,7 +48,7 @@ pub const TXN_GROUP: &str = "sim-txn-group";
 /// must be refused (KIP-890) and never take effect.
 pub const ROGUE_GROUP: &str = "sim-txn-rogue";
 /// Short, so that abandoned transactions are aborted within a run.
-const TXN_TIMEOUT_MS: i32 = 3_000;
+pub(crate) const TXN_TIMEOUT_MS: i32 = 3_000;
 
 // Error codes the transactor acts on.
 const NOT_COORDINATOR: i16 = 16;
@@ -60,7 +60,7 @@ fn text(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())
 }
 
-fn coordinator_trouble(code: i16) -> bool {
+pub(crate) fn coordinator_trouble(code: i16) -> bool {
     matches!(
         code,
         NOT_COORDINATOR
@@ -86,15 +86,15 @@ fn pick_id(index: u32) -> &'static str {
 }
 
 /// A transactional producer as the coordinator knows it.
-struct Txp {
-    id: &'static str,
-    pid: i64,
-    epoch: i16,
-    seq: BTreeMap<i32, i32>,
+pub(crate) struct Txp {
+    pub id: &'static str,
+    pub pid: i64,
+    pub epoch: i16,
+    pub seq: BTreeMap<i32, i32>,
 }
 
 /// How a transaction ended, for what the producer does next.
-enum Ended {
+pub(crate) enum Ended {
     Clean,
     /// Refused with this error code.
     Refused(i16),
@@ -104,7 +104,7 @@ enum Ended {
 
 /// Error codes after which a Kafka client needs a new producer (fatal):
 /// PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING.
-fn fatal(code: i16) -> bool {
+pub(crate) fn fatal(code: i16) -> bool {
     matches!(code, 90 | 49)
 }
 
@@ -123,56 +123,89 @@ pub async fn transactor(mut s: Session, index: u32, until: Duration) {
     // may still take effect and fence this client's later epochs.
     let mut unanswered = BTreeSet::new();
     while s.now() < until {
-        let mut txp = match std::mem::replace(&mut next, Next::Fresh) {
-            Next::Continue(t) => t,
-            Next::Fresh => match init(&mut s, pick_id(index), None, until, &mut unanswered).await {
-                Init::Ready(t) => t,
-                Init::Fenced | Init::GaveUp => continue,
-            },
-            Next::Bump(old) => {
-                let own = old.id == EXCLUSIVE_ID && !unanswered.contains(old.id);
-                match init(&mut s, old.id, Some(&old), until, &mut unanswered).await {
-                    Init::Ready(t) => t,
-                    Init::Fenced => {
-                        s.history.record(
-                            s.now(),
-                            Event::TxnBumpFenced {
-                                client: s.name.clone(),
-                                transactional_id: old.id.to_owned(),
-                                producer: (old.pid, old.epoch),
-                                own,
-                            },
-                        );
-                        continue;
-                    }
-                    Init::GaveUp => continue,
-                }
-            }
+        let next_now = std::mem::replace(&mut next, Next::Fresh);
+        let Some(mut txp) = producer(
+            &mut s,
+            next_now,
+            pick_id(index),
+            EXCLUSIVE_ID,
+            until,
+            &mut unanswered,
+        )
+        .await
+        else {
+            continue;
         };
         let label = format!("{}-{n}", s.name);
         n += 1;
         let ended = one_transaction(&mut s, &mut txp, &label, index, &mut offset).await;
-        // As Kafka's clients: after a clean end the producer goes on;
-        // after a fatal error a new producer starts over (its
-        // InitProducerId aborts whatever is left open); after anything
-        // else the producer bumps its own epoch (KIP-360), which aborts
-        // the open transaction, or claims the epoch its timed-out
-        // transaction was aborted under (KIP-588).
-        next = match ended {
-            Ended::Clean => Next::Continue(txp),
-            Ended::Refused(c) if fatal(c) => Next::Fresh,
-            Ended::Refused(_) | Ended::Unclean => Next::Bump(txp),
-        };
+        next = ended.next(txp);
         let pause = madsim::rand::thread_rng().gen_range(10..200);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 }
 
 /// What the producer does before its next transaction.
-enum Next {
+pub(crate) enum Next {
     Continue(Txp),
     Fresh,
     Bump(Txp),
+}
+
+impl Ended {
+    /// As Kafka's clients: after a clean end the producer goes on; after
+    /// a fatal error a new producer starts over (its InitProducerId aborts
+    /// whatever is left open); after anything else the producer bumps its
+    /// own epoch (KIP-360), which aborts the open transaction, or claims
+    /// the epoch its timed-out transaction was aborted under (KIP-588).
+    pub(crate) fn next(self, txp: Txp) -> Next {
+        match self {
+            Ended::Clean => Next::Continue(txp),
+            Ended::Refused(c) if fatal(c) => Next::Fresh,
+            Ended::Refused(_) | Ended::Unclean => Next::Bump(txp),
+        }
+    }
+}
+
+/// The producer for the next transaction: `next`'s, or a new one for
+/// `fresh_id`, or `next`'s with its epoch bumped. `None` if that failed
+/// (a bump of a producer only this client uses, `exclusive_id`, that is
+/// fenced by something other than its own unanswered InitProducerId is
+/// recorded for the checker).
+pub(crate) async fn producer(
+    s: &mut Session,
+    next: Next,
+    fresh_id: &'static str,
+    exclusive_id: &str,
+    until: Duration,
+    unanswered: &mut BTreeSet<&'static str>,
+) -> Option<Txp> {
+    match next {
+        Next::Continue(t) => Some(t),
+        Next::Fresh => match init(s, fresh_id, None, until, unanswered).await {
+            Init::Ready(t) => Some(t),
+            Init::Fenced | Init::GaveUp => None,
+        },
+        Next::Bump(old) => {
+            let own = old.id == exclusive_id && !unanswered.contains(old.id);
+            match init(s, old.id, Some(&old), until, unanswered).await {
+                Init::Ready(t) => Some(t),
+                Init::Fenced => {
+                    s.history.record(
+                        s.now(),
+                        Event::TxnBumpFenced {
+                            client: s.name.clone(),
+                            transactional_id: old.id.to_owned(),
+                            producer: (old.pid, old.epoch),
+                            own,
+                        },
+                    );
+                    None
+                }
+                Init::GaveUp => None,
+            }
+        }
+    }
 }
 
 /// One transaction: partitions added, a record written to each, offsets
@@ -187,7 +220,7 @@ async fn one_transaction(
     let count = madsim::rand::thread_rng().gen_range(1..=TXN_PARTITIONS);
     let first = madsim::rand::thread_rng().gen_range(0..TXN_PARTITIONS);
     let partitions: Vec<i32> = (0..count).map(|k| (first + k) % TXN_PARTITIONS).collect();
-    match s.add_partitions(txp, &partitions).await {
+    match s.add_partitions(txp, TXN_TOPIC, &partitions).await {
         Some(0) => {}
         Some(c) if !coordinator_trouble(c) => return Ended::Refused(c),
         _ => return Ended::Unclean,
@@ -196,22 +229,7 @@ async fn one_transaction(
     for &partition in &partitions {
         let (value, seq, batch) = txn_batch(txp, label, partition);
         let sent = s.now();
-        let mut outcome = Outcome::Unknown;
-        for _ in 0..20 {
-            match s.produce(TXN_TOPIC, partition, batch.clone()).await {
-                Ok((0, at, broker)) => {
-                    outcome = Outcome::Acked { offset: at, broker };
-                    break;
-                }
-                Ok((6 | 5 | 3 | 7 | 56 | 19, _, _)) => {}
-                Ok((c, _, _)) => {
-                    outcome = Outcome::Refused(c);
-                    break;
-                }
-                Err(()) => {}
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let outcome = s.produce_in_txn(txp, TXN_TOPIC, partition, batch).await;
         record_write(
             s,
             txp,
@@ -474,14 +492,19 @@ impl Session {
         (last.filter(|c| *c >= 0), true)
     }
 
-    async fn add_partitions(&mut self, txp: &Txp, partitions: &[i32]) -> Option<i16> {
+    pub(crate) async fn add_partitions(
+        &mut self,
+        txp: &Txp,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Option<i16> {
         let req = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(TransactionalId(text(txp.id)))
             .with_v3_and_below_producer_id(ProducerId(txp.pid))
             .with_v3_and_below_producer_epoch(txp.epoch)
             .with_v3_and_below_topics(vec![
                 AddPartitionsToTxnTopic::default()
-                    .with_name(TopicName(text(TXN_TOPIC)))
+                    .with_name(TopicName(text(topic)))
                     .with_partitions(partitions.to_vec()),
             ]);
         self.at_txn_coordinator(
@@ -594,8 +617,37 @@ impl Session {
         None
     }
 
+    /// A transactional write, retried while the partition's leader is
+    /// unknown or moving: acknowledged, refused, or unknown.
+    pub(crate) async fn produce_in_txn(
+        &mut self,
+        txp: &Txp,
+        topic: &str,
+        partition: i32,
+        batch: bytes::Bytes,
+    ) -> Outcome {
+        self.transactional_id = Some(txp.id.to_owned());
+        let mut outcome = Outcome::Unknown;
+        for _ in 0..20 {
+            match self.produce(topic, partition, batch.clone()).await {
+                Ok((0, at, broker)) => {
+                    outcome = Outcome::Acked { offset: at, broker };
+                    break;
+                }
+                Ok((6 | 5 | 3 | 7 | 56 | 19, _, _)) => {}
+                Ok((c, _, _)) => {
+                    outcome = Outcome::Refused(c);
+                    break;
+                }
+                Err(()) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        outcome
+    }
+
     /// EndTxn: acknowledged, refused, or unknown.
-    async fn end(&mut self, txp: &Txp, commit: bool) -> Outcome {
+    pub(crate) async fn end(&mut self, txp: &Txp, commit: bool) -> Outcome {
         let req = EndTxnRequest::default()
             .with_transactional_id(TransactionalId(text(txp.id)))
             .with_producer_id(ProducerId(txp.pid))
@@ -683,21 +735,46 @@ impl Session {
     }
 }
 
-/// Kafka's consumer-side filter of a read_committed fetch: a transactional
-/// batch of a producer whose aborted transaction began at or before it is
-/// dropped until that producer's abort marker; control batches are never
-/// records. Returns the records at or after `from` and the offset after
-/// the last batch.
+/// The committed records of a read_committed fetch's `set` (see
+/// [`committed_batches`]) at or after `from`, and the offset after the
+/// last batch.
 pub(crate) fn committed_records(
     set: &[u8],
     from: i64,
     aborted: &[(i64, i64)],
 ) -> (Vec<(i64, String)>, i64) {
+    let (batches, next) = committed_batches(set, aborted);
+    let mut out = Vec::new();
+    for (h, batch) in batches {
+        for (i, v) in broker::log::batch::decode_values(batch)
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+        {
+            let offset = h.base_offset + i as i64;
+            if offset >= from {
+                out.push((offset, String::from_utf8_lossy(&v).into_owned()));
+            }
+        }
+    }
+    (out, next.max(from))
+}
+
+/// Kafka's consumer-side filter of a read_committed fetch: a transactional
+/// batch of a producer whose aborted transaction (`aborted`: producer id,
+/// first offset) began at or before it is dropped until that producer's
+/// abort marker; control batches are never records. Returns the whole data
+/// batches kept, and the offset after the last whole batch (a size-limited
+/// fetch may end in part of one).
+pub(crate) fn committed_batches<'a>(
+    set: &'a [u8],
+    aborted: &[(i64, i64)],
+) -> (Vec<(broker::log::batch::BatchHeader, &'a [u8])>, i64) {
     let mut pending: Vec<(i64, i64)> = aborted.to_vec();
     pending.sort_by_key(|(_, first)| *first);
     let mut pending = pending.into_iter().peekable();
     let mut aborting = BTreeSet::new();
-    let (mut out, mut next) = (Vec::new(), from);
+    let (mut out, mut next) = (Vec::new(), 0);
     let mut at = 0;
     while at < set.len() {
         let Ok(h) = broker::log::batch::parse(&set[at..]) else {
@@ -718,16 +795,7 @@ pub(crate) fn committed_records(
         if h.is_transactional() && aborting.contains(&h.producer_id) {
             continue;
         }
-        for (i, v) in broker::log::batch::decode_values(batch)
-            .unwrap_or_default()
-            .into_iter()
-            .enumerate()
-        {
-            let offset = h.base_offset + i as i64;
-            if offset >= from {
-                out.push((offset, String::from_utf8_lossy(&v).into_owned()));
-            }
-        }
+        out.push((h, batch));
     }
     (out, next)
 }

@@ -206,6 +206,22 @@ pub enum Event {
         key: String,
         value: Option<String>,
     },
+    /// A transaction of the compactor, before its batch of `records` is
+    /// sent to `partition`.
+    CompactTxnSent {
+        label: String,
+        partition: i32,
+        records: Vec<crate::compactor::Written>,
+    },
+    /// That batch acknowledged, its first record at `offset`.
+    CompactTxnProduced { label: String, offset: i64 },
+    /// The compactor's EndTxn for transaction `label` (none is sent when
+    /// the batch was not acknowledged or the transaction is abandoned).
+    CompactTxnEnd {
+        label: String,
+        commit: bool,
+        outcome: Outcome,
+    },
     /// A transactional producer's InitProducerId answer.
     TxnInit {
         client: String,
@@ -560,6 +576,22 @@ pub fn describe(e: &Event) -> String {
             value,
             ..
         } => format!("compactor produced {key}={value:?} at {partition}/{offset}"),
+        Event::CompactTxnSent {
+            label,
+            partition,
+            records,
+        } => format!("compactor transaction {label} sends {records:?} to {partition}"),
+        Event::CompactTxnProduced { label, offset } => {
+            format!("compactor transaction {label} written at {offset}")
+        }
+        Event::CompactTxnEnd {
+            label,
+            commit,
+            outcome,
+        } => format!(
+            "compactor transaction {label} {} -> {outcome:?}",
+            if *commit { "commit" } else { "abort" }
+        ),
         Event::TxnInit {
             client,
             transactional_id,

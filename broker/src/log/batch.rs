@@ -259,11 +259,23 @@ pub fn build_keyed(
     timestamp: i64,
     records: &[(&[u8], Option<&[u8]>)],
 ) -> Bytes {
-    let keyed: Vec<Record> = records
+    encode(producer, 0, &keyed(timestamp, records))
+}
+
+/// Like `build_keyed`, a transactional producer's batch.
+pub fn build_transactional_keyed(
+    producer: (i64, i16, i32),
+    timestamp: i64,
+    records: &[(&[u8], Option<&[u8]>)],
+) -> Bytes {
+    encode(producer, TRANSACTIONAL, &keyed(timestamp, records))
+}
+
+fn keyed<'a>(timestamp: i64, records: &[(&'a [u8], Option<&'a [u8]>)]) -> Vec<Record<'a>> {
+    records
         .iter()
         .map(|(k, v)| (timestamp, Some(*k), *v))
-        .collect();
-    encode(producer, 0, &keyed)
+        .collect()
 }
 
 /// A transactional producer's batch (the transactional attribute set), for

@@ -5,12 +5,18 @@
 //! came (they may have landed): a record newer than the newest
 //! acknowledged one may stand in for it, and a tombstone sent after it may
 //! have deleted the key (and, past delete.retention.ms, gone itself).
+//!
+//! A transaction's records count as acknowledged once its commit was;
+//! one whose commit was sent without an answer may have committed; one
+//! never sent a commit was aborted (by its abort, its producer's next
+//! epoch or the coordinator's timeout), and the final read_committed read
+//! must not see its records (aborted-read).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::compactor::Written;
-use crate::workload::Event;
+use crate::workload::{Event, Outcome};
 
 use super::Invariant;
 
@@ -52,8 +58,52 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     let mut acked: BTreeMap<(i32, &str), Vec<Acked>> = BTreeMap::new();
     let mut at_offset: BTreeMap<(i32, i64), (&str, &Option<String>)> = BTreeMap::new();
     let mut written: BTreeSet<i32> = BTreeSet::new();
+    let txns = Txns::of(events);
+    // Records of aborted transactions: by offset where it is known, else
+    // by value (values are unique; an aborted tombstone without an offset
+    // cannot be told apart, and is not looked for).
+    let mut aborted_at: BTreeMap<(i32, i64), &str> = BTreeMap::new();
+    let mut aborted_values: BTreeMap<(i32, &str, &str), &str> = BTreeMap::new();
     for (at, e) in events {
         match e {
+            Event::CompactTxnSent {
+                label,
+                partition,
+                records,
+            } => {
+                let produced = txns.produced.get(label.as_str());
+                let committed = txns.committed.get(label.as_str());
+                for (i, (key, value)) in records.iter().enumerate() {
+                    let offset = produced.map(|(o, _)| o + i as i64);
+                    if !txns.commit_sent.contains(label.as_str()) {
+                        match (offset, value) {
+                            (Some(o), _) => {
+                                aborted_at.insert((*partition, o), label);
+                            }
+                            (None, Some(v)) => {
+                                aborted_values.insert((*partition, key, v), label);
+                            }
+                            (None, None) => {}
+                        }
+                        continue;
+                    }
+                    // Its commit was sent, so the batch was acknowledged.
+                    let (Some(offset), Some((_, produced_at))) = (offset, produced) else {
+                        continue;
+                    };
+                    sent.entry((*partition, key.as_str()))
+                        .or_default()
+                        .push((*produced_at, value));
+                    at_offset.insert((*partition, offset), (key.as_str(), value));
+                    if let Some(answered) = committed {
+                        written.insert(*partition);
+                        acked
+                            .entry((*partition, key.as_str()))
+                            .or_default()
+                            .push((offset, value, *answered, *at));
+                    }
+                }
+            }
             Event::CompactSent {
                 partition,
                 key,
@@ -81,6 +131,17 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     }
     for (partition, log) in &finals {
         for (offset, (key, value)) in log {
+            let aborted = aborted_at.get(&(*partition, *offset)).or_else(|| {
+                value
+                    .as_deref()
+                    .and_then(|v| aborted_values.get(&(*partition, key.as_str(), v)))
+            });
+            if let Some(label) = aborted {
+                out.push(Invariant::AbortedRead.says(format!(
+                    "compacted partition {partition} has {key}={value:?} at {offset}, written by transaction {label}, which was never committed"
+                )));
+                continue;
+            }
             let invented = match at_offset.get(&(*partition, *offset)) {
                 Some((k, v)) => k != key || *v != value,
                 None => !sent
@@ -137,6 +198,49 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 "compacted partition {partition} was not readable after the faults healed"
             )));
         }
+    }
+}
+
+/// The compactor's transactions by label: where each batch landed (first
+/// offset, when it was acknowledged), which ones may have committed (a
+/// commit sent and not refused), and when a commit was acknowledged.
+#[derive(Default)]
+struct Txns<'a> {
+    produced: BTreeMap<&'a str, (i64, Duration)>,
+    commit_sent: BTreeSet<&'a str>,
+    committed: BTreeMap<&'a str, Duration>,
+}
+
+impl<'a> Txns<'a> {
+    fn of(events: &'a [(Duration, Event)]) -> Self {
+        let mut t = Txns::default();
+        for (at, e) in events {
+            match e {
+                Event::CompactTxnProduced { label, offset } => {
+                    t.produced.insert(label, (*offset, *at));
+                }
+                Event::CompactTxnEnd {
+                    label,
+                    commit: true,
+                    outcome,
+                } => {
+                    // A refusal says it did not commit (only an answer to
+                    // its first attempt is taken for one).
+                    match outcome {
+                        Outcome::Refused(_) => {}
+                        Outcome::Acked { .. } => {
+                            t.commit_sent.insert(label);
+                            t.committed.insert(label, *at);
+                        }
+                        Outcome::Unknown => {
+                            t.commit_sent.insert(label);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        t
     }
 }
 
@@ -249,5 +353,97 @@ mod tests {
         let mut invented = history;
         invented.push(last(&[(0, "a", Some("a1")), (3, "a", Some("zz"))], true));
         assert_eq!(judged(&invented).len(), 1, "{:?}", judged(&invented));
+    }
+
+    fn txn(ms: u64, label: &str, records: &[(&str, Option<&str>)]) -> (Duration, Event) {
+        (
+            at(ms),
+            Event::CompactTxnSent {
+                label: label.into(),
+                partition: 0,
+                records: records
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.map(Into::into)))
+                    .collect(),
+            },
+        )
+    }
+
+    fn txn_written(ms: u64, label: &str, offset: i64) -> (Duration, Event) {
+        (
+            at(ms),
+            Event::CompactTxnProduced {
+                label: label.into(),
+                offset,
+            },
+        )
+    }
+
+    fn txn_end(ms: u64, label: &str, commit: bool, outcome: Outcome) -> (Duration, Event) {
+        (
+            at(ms),
+            Event::CompactTxnEnd {
+                label: label.into(),
+                commit,
+                outcome,
+            },
+        )
+    }
+
+    #[test]
+    fn transactions_count_once_committed_and_never_when_aborted() {
+        let ok = Outcome::Acked {
+            offset: 0,
+            broker: 0,
+        };
+        let history = vec![
+            sent(100, "a", Some("a1")),
+            acked(110, 0, "a", Some("a1")),
+            // Committed: its a2 is the newest of a.
+            txn(200, "t0", &[("a", Some("a2")), ("b", Some("b1"))]),
+            txn_written(210, "t0", 1),
+            txn_end(220, "t0", true, ok.clone()),
+            // Aborted: a3 must never be read.
+            txn(300, "t1", &[("a", Some("a3"))]),
+            txn_written(310, "t1", 4),
+            txn_end(320, "t1", false, ok.clone()),
+            // Its commit unanswered: b2 may be read, and need not be.
+            txn(400, "t2", &[("b", Some("b2"))]),
+            txn_written(410, "t2", 6),
+            txn_end(420, "t2", true, Outcome::Unknown),
+        ];
+        let with = |end: (Duration, Event)| {
+            let mut h = history.clone();
+            h.push(end);
+            judged(&h)
+        };
+        assert!(with(last(&[(1, "a", Some("a2")), (2, "b", Some("b1"))], true)).is_empty());
+        assert!(with(last(&[(1, "a", Some("a2")), (6, "b", Some("b2"))], true)).is_empty());
+        let aborted = with(last(&[(2, "b", Some("b1")), (4, "a", Some("a3"))], true));
+        assert!(
+            aborted.iter().any(|v| v.starts_with("aborted-read")),
+            "{aborted:?}"
+        );
+        let lost = with(last(&[(0, "a", Some("a1")), (2, "b", Some("b1"))], true));
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert!(lost[0].starts_with("compacted-write-lost"), "{lost:?}");
+        // A transaction never sent a commit was aborted, even if its batch
+        // was written: its records are not writes that may stand in.
+        let mut abandoned = history.clone();
+        abandoned.push(txn(500, "t3", &[("c", Some("c1"))]));
+        abandoned.push(txn_written(510, "t3", 8));
+        abandoned.push(last(
+            &[
+                (1, "a", Some("a2")),
+                (2, "b", Some("b1")),
+                (8, "c", Some("c1")),
+            ],
+            true,
+        ));
+        let read = judged(&abandoned);
+        assert!(
+            read.iter().any(|v| v.starts_with("aborted-read")),
+            "{read:?}"
+        );
     }
 }

@@ -8,6 +8,19 @@ use tokio::sync::oneshot;
 
 use super::*;
 
+/// Whether the active segment has held records for `age` ms. A clock
+/// stepped back (NTP) moves the start back with it: otherwise the roll
+/// would wait as long as the clock stepped.
+pub(super) fn roll_due(w: &mut Writer, now_ms: i64, age: i64) -> bool {
+    if w.position == 0 {
+        w.written_since = None;
+        return false;
+    }
+    let since = w.written_since.get_or_insert(now_ms);
+    *since = (*since).min(now_ms);
+    now_ms.saturating_sub(*since) >= age
+}
+
 impl PartitionLog {
     /// Appends a produce request's record set (one or more v2 batches) and
     /// returns once it is durable and this epoch was confirmed after the
@@ -290,12 +303,7 @@ impl PartitionLog {
         if let Some(why) = &w.failed {
             return Err(LogError::Failed(why.clone()));
         }
-        if w.position == 0 {
-            w.written_since = None;
-            return Ok(false);
-        }
-        let since = *w.written_since.get_or_insert(now_ms);
-        if now_ms.saturating_sub(since) < age {
+        if !roll_due(&mut w, now_ms, age) {
             return Ok(false);
         }
         if let Err(e) = self.roll(&mut w).await {

@@ -355,13 +355,11 @@ impl PartitionLog {
         if w.failed.is_some() {
             return false;
         }
-        if w.position == 0 {
-            w.written_since = None;
-        } else if let Some(age) = cfg.segment_ms {
-            let since = *w.written_since.get_or_insert(now_ms);
-            if now_ms.saturating_sub(since) >= age {
-                return true;
-            }
+        if cfg
+            .segment_ms
+            .is_some_and(|age| super::append::roll_due(&mut w, now_ms, age))
+        {
+            return true;
         }
         let last_stable = lock(&self.view).last_stable;
         cfg.compaction

@@ -6,13 +6,14 @@
 //!
 //! Every few seconds it moves one of the topic's partitions to a broker
 //! picked at random (AlterPartitionReassignments), so passes race their
-//! successors' takeovers.
+//! successors' takeovers. One write in ten is a transaction ([`txns`]).
 //!
 //! Its history (`Event::Compact*`) lets the checker hold the rules of a
 //! compacted log: every record read is one that was written, at the
-//! offset its answer named; the newest acknowledged record of every key
-//! (or a newer write of the key) is readable; and once the faults healed
-//! and the leader's passes caught up, every key is read once.
+//! offset its answer named, and none of an aborted transaction; the newest
+//! acknowledged record of every key (or a newer write of the key) is
+//! readable; and once the faults healed and the leader's passes caught
+//! up, every key is read once.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -21,6 +22,8 @@ use bytes::Bytes;
 use madsim::rand::Rng;
 
 use crate::workload::{Event, Session};
+
+mod txns;
 
 pub const COMPACT_TOPIC: &str = "compacted";
 pub const COMPACT_PARTITIONS: i32 = 2;
@@ -67,6 +70,7 @@ pub async fn compactor(mut s: Session, until: Duration) {
         }
     }
     let mut n = 0u64;
+    let mut txns = txns::TxnWriter::new();
     let mut next_move = s.now() + Duration::from_secs(3);
     while s.now() < until {
         if s.now() >= next_move {
@@ -85,6 +89,10 @@ pub async fn compactor(mut s: Session, until: Duration) {
                 crate::movers::move_partition(&mut s, COMPACT_TOPIC, partition, Some(broker)).await;
             tracing::debug!(partition, broker, ?code, "compacted partition moved");
             next_move = s.now() + Duration::from_millis(gap);
+        }
+        if madsim::rand::thread_rng().gen_ratio(1, 10) {
+            txns.transaction(&mut s, until).await;
+            continue;
         }
         let (partition, key, tombstone) = {
             let mut rng = madsim::rand::thread_rng();
@@ -152,9 +160,10 @@ pub async fn final_read(mut s: Session, deadline: Duration) {
     }
 }
 
-/// Every record of `partition` from its log start to its end, fetching
-/// from the offset after the last one read (the gaps compaction leaves
-/// are stepped over). `None` if that could not be read this time.
+/// Every committed record of `partition` from its log start to its end,
+/// read_committed, fetching from the offset after the last one read (the
+/// gaps compaction leaves are stepped over). `None` if that could not be
+/// read this time, or a transaction is still open.
 async fn read_back(
     s: &mut Session,
     partition: i32,
@@ -164,50 +173,42 @@ async fn read_back(
     let end = s.list_offset(COMPACT_TOPIC, partition, -1).await?;
     let mut out = Vec::new();
     let mut next = start;
-    while next < end {
+    loop {
         if s.now() >= deadline {
             return None;
         }
-        let p = s.fetch_partition(COMPACT_TOPIC, partition, next, 0).await?;
-        let set = p.records.unwrap_or_default();
-        let (recs, batches_end) = whole_batches(&set)?;
-        if recs.is_empty() && batches_end <= next {
-            // Nothing from `next` up to the end: compaction removed the
-            // log's last records (tombstones past delete.retention.ms).
-            break;
-        }
-        for (offset, key, value) in recs {
-            if offset < next {
-                continue;
+        let from = next;
+        let p = s.fetch_partition(COMPACT_TOPIC, partition, from, 1).await?;
+        let aborted: Vec<(i64, i64)> = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        let set = p.records.clone().unwrap_or_default();
+        let (batches, batches_end) = crate::transactor::committed_batches(&set, &aborted);
+        for (_, batch) in batches {
+            for (offset, key, value) in broker::log::records::keyed_records(batch)? {
+                if offset < next {
+                    continue;
+                }
+                let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+                out.push((offset, (key.map(text).unwrap_or_default(), value.map(text))));
+                next = offset + 1;
             }
-            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-            out.push((offset, (key.map(text).unwrap_or_default(), value.map(text))));
-            next = offset + 1;
         }
         // A batch compaction emptied after `next` keeps its last offset:
         // the reader goes on after it, as Kafka's consumers do.
         next = next.max(batches_end);
-        if p.high_watermark <= next {
-            break;
+        let stable = p.last_stable_offset >= p.high_watermark;
+        if next >= p.high_watermark.max(end) {
+            return stable.then_some(out);
+        }
+        if next == from {
+            // Nothing from `next` on: an open transaction holds the last
+            // stable offset back (read again later), or compaction removed
+            // the log's last records (tombstones past delete.retention.ms).
+            return (stable && p.high_watermark >= end).then_some(out);
         }
     }
-    Some(out)
-}
-
-/// The records of the whole batches of a fetched set (a size-limited
-/// fetch may end in part of one), and the offset after the last of those
-/// batches; `None` if a whole batch is not readable.
-fn whole_batches(set: &[u8]) -> Option<(Vec<broker::log::records::Keyed>, i64)> {
-    let mut out = Vec::new();
-    let mut end = 0;
-    let mut at = 0;
-    while let Some(h) = set
-        .get(at..)
-        .and_then(|rest| broker::log::batch::parse(rest).ok())
-    {
-        out.extend(broker::log::records::keyed_records(&set[at..at + h.size])?);
-        end = end.max(h.next_offset());
-        at += h.size;
-    }
-    Some((out, end))
 }
