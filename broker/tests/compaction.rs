@@ -12,7 +12,7 @@ use broker::log::{LogConfig, LogError, PartitionLog, batch};
 use bytes::Bytes;
 use vfs::model::{ModelNfs, NfsConfig};
 use vfs::testkit::Interrupting;
-use vfs::{MemVfs, Vfs};
+use vfs::{MemVfs, OpenOptions, Vfs};
 
 mod common;
 use common::{lead, with_topic};
@@ -447,6 +447,49 @@ async fn an_active_segment_rolls_at_segment_ms_and_becomes_cleanable() {
     // which stay for delete.retention.ms.
     assert_eq!(read.len(), 13);
     assert_eq!(read.iter().filter(|r| r.2.is_none()).count(), 2);
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_cleaned_segment_shorter_than_its_manifest_says_is_an_error_not_a_gap() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
+    for i in 0..300 {
+        log.append(batch_of(i, 1_000 + i64::from(i))).await.unwrap();
+    }
+    let done = log
+        .compact(10_000, &CleanerLimits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(done.cleaned_until > 0);
+    drop(log);
+    // A power cut took the cleaned segments' pages after the manifest
+    // named them (their fsync was skipped, or the disk lied).
+    let dir = broker::log::topic::partition_dir(&meta.id, 0);
+    let mut torn = 0;
+    for e in vfs.read_dir(&dir).await.unwrap() {
+        let Some((id, _)) = broker::log::manifest::parse_segment_file(&e.name) else {
+            continue;
+        };
+        if id.cleaned.is_some() && e.name.ends_with(".log") {
+            let f = vfs
+                .open(&dir.join(&e.name), OpenOptions::write().with_truncate())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+            torn += 1;
+        }
+    }
+    assert!(torn > 0);
+    let next = lead(vfs.clone(), &meta, 0, 2, compacting()).await.unwrap();
+    let r = next.read(0, 1 << 20).await;
+    assert!(
+        r.is_err(),
+        "the records the manifest vouches for are missing, not compacted away: {:?}",
+        r.map(|r| r.records.len())
+    );
 }
 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]

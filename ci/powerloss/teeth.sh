@@ -4,7 +4,8 @@
 # replace); the rounds must fail with it. Each is built from a copy of this
 # tree (target/teeth/src, its own target directory), so the tree itself is
 # never changed. Prints one line a patch: caught or SURVIVED; exits 1 if
-# any survived. Arguments go to rounds.py (default: round (a) only).
+# any survived. Arguments go to rounds.py (default: round (a) only, or what
+# the patch's `rounds:` line names).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source ci/powerloss/fuse.sh
@@ -12,8 +13,7 @@ if [ -n "$fuse_missing" ]; then
     echo "teeth.sh needs FUSE: $fuse_missing" >&2
     exit 1
 fi
-args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(--only a --rounds-a 20)
+given=("$@")
 cargo build --locked --release -q -p testvol
 source ci/clients/venv.sh
 src=target/teeth/src
@@ -34,6 +34,11 @@ for patch in ci/powerloss/teeth/${ONLY:-*}.patch; do
     done
     CARGO_TARGET_DIR="$PWD/target/teeth/build" cargo build --locked --release -q -p broker --manifest-path "$src/Cargo.toml"
     log=target/teeth/$name.log
+    args=("${given[@]}")
+    if [ ${#args[@]} -eq 0 ]; then
+        read -r -a args <<<"$(sed -n 's/^rounds: //p' "$patch" | head -1)"
+    fi
+    [ ${#args[@]} -gt 0 ] || args=(--only a --rounds-a 20)
     start=$SECONDS
     KAAS_BIN=target/teeth/build/release/kaas "$venv/bin/python" -u ci/powerloss/rounds.py "${args[@]}" >"$log" 2>&1 || true
     # Caught only by what the rounds check: acknowledged records lost or

@@ -380,14 +380,16 @@ impl PartitionLog {
 /// Collects whole batches from `from` (a batch boundary at or before the
 /// one holding `offset`) up to position `limit` and offset `upto` (the
 /// last stable offset for read_committed), at most `max_bytes` unless the
-/// first batch alone is larger.
+/// first batch alone is larger. Also says whether the file ended (or held
+/// no batch) before `limit` where a batch was due: through a stale view,
+/// or a segment shorter than its manifest says.
 async fn collect(
     file: &dyn VfsFile,
     mut pos: u64,
     (limit, upto): (u64, i64),
     offset: i64,
     max_bytes: usize,
-) -> io::Result<Bytes> {
+) -> io::Result<(Bytes, bool)> {
     let mut out = BytesMut::new();
     while pos + batch::LOG_OVERHEAD as u64 <= limit {
         let head = file.read_at(pos, batch::HEADER_LEN).await?;
@@ -396,7 +398,7 @@ async fn collect(
             head.get(0..8)
                 .map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default())),
         ) else {
-            break;
+            return Ok((out.freeze(), true));
         };
         let last_delta = head
             .get(23..27)
@@ -413,7 +415,7 @@ async fn collect(
         }
         let data = file.read_at(pos, size).await?;
         if data.len() < size {
-            break;
+            return Ok((out.freeze(), true));
         }
         out.extend_from_slice(&data);
         pos += size as u64;
@@ -421,5 +423,5 @@ async fn collect(
             break;
         }
     }
-    Ok(out.freeze())
+    Ok((out.freeze(), false))
 }

@@ -105,13 +105,15 @@ impl PartitionLog {
             let file = self.handle(seg).await?;
             let index = self.index_of(seg, file.as_ref(), limit).await?;
             let from = lock(&index).position_for(offset);
-            let mut out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
+            let (mut out, short) =
+                collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
             // Compaction leaves gaps: a cleaned segment may hold nothing
             // from `offset` on, and `offset` may fall in a gap before a
             // segment (one that holds nothing yet, or whose first batch is
             // past the last stable offset). The next record, if any, is in
-            // a later segment.
-            let gap = seg.cleaned.is_some() || limit == 0 || offset < seg.base_offset;
+            // a later segment. A gap is where the segment's batches end
+            // below `offset`, never where its file ends before its size.
+            let gap = limit == 0 || !short && (seg.cleaned.is_some() || offset < seg.base_offset);
             if out.is_empty() && !gap {
                 // The records are there (below the segment's end), so this
                 // host's view through a long-lived handle is stale (NFS
@@ -119,7 +121,9 @@ impl PartitionLog {
                 // fresh open revalidates (close-to-open).
                 lock(&self.view).handles.remove(&seg.id());
                 let file = self.handle(seg).await?;
-                out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
+                out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes)
+                    .await?
+                    .0;
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
