@@ -206,6 +206,13 @@ pub enum Event {
         key: String,
         value: Option<String>,
     },
+    /// The compacted topic's partition read whole (read_committed) while
+    /// the writes went on, from `started` to the event's time.
+    CompactRead {
+        partition: i32,
+        started: Duration,
+        records: Vec<(i64, crate::compactor::Written)>,
+    },
     /// A transaction of the compactor, before its batch of `records` is
     /// sent to `partition`.
     CompactTxnSent {
@@ -576,6 +583,15 @@ pub fn describe(e: &Event) -> String {
             value,
             ..
         } => format!("compactor produced {key}={value:?} at {partition}/{offset}"),
+        Event::CompactRead {
+            partition,
+            started,
+            records,
+        } => format!(
+            "compactor read {partition} whole from {:.3}s: {} records",
+            started.as_secs_f64(),
+            records.len()
+        ),
         Event::CompactTxnSent {
             label,
             partition,

@@ -27,18 +27,48 @@ type Sent<'a> = (Duration, &'a Option<String>);
 type Acked<'a> = (i64, &'a Option<String>, Duration, Duration);
 
 /// Judges the compactor's history on its own: it writes only its topic.
+/// A whole read of a partition: when it started and ended, and what it
+/// read by offset.
+struct WholeRead<'a> {
+    partition: i32,
+    started: Duration,
+    ended: Duration,
+    log: BTreeMap<i64, &'a Written>,
+    what: &'static str,
+}
+
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
-    let mut finals: BTreeMap<i32, BTreeMap<i64, &Written>> = BTreeMap::new();
-    let mut read_at: BTreeMap<i32, Duration> = BTreeMap::new();
+    let mut finals: BTreeSet<i32> = BTreeSet::new();
+    let mut reads: Vec<WholeRead> = Vec::new();
     for (at, e) in events {
+        if let Event::CompactRead {
+            partition,
+            started,
+            records,
+        } = e
+        {
+            reads.push(WholeRead {
+                partition: *partition,
+                started: *started,
+                ended: *at,
+                log: records.iter().map(|(o, w)| (*o, w)).collect(),
+                what: "a read while writes went on",
+            });
+        }
         if let Event::CompactFinal {
             partition,
             records,
             settled,
         } = e
         {
-            finals.insert(*partition, records.iter().map(|(o, w)| (*o, w)).collect());
-            read_at.insert(*partition, *at);
+            finals.insert(*partition);
+            reads.push(WholeRead {
+                partition: *partition,
+                started: *at,
+                ended: *at,
+                log: records.iter().map(|(o, w)| (*o, w)).collect(),
+                what: "the final read",
+            });
             if !settled {
                 let mut seen = BTreeSet::new();
                 let twice: BTreeSet<&String> = records
@@ -129,7 +159,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             _ => {}
         }
     }
-    for (partition, log) in &finals {
+    for WholeRead { partition, log, .. } in &reads {
         for (offset, (key, value)) in log {
             let aborted = aborted_at.get(&(*partition, *offset)).or_else(|| {
                 value
@@ -155,45 +185,58 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             }
         }
     }
-    for ((partition, key), writes) in &acked {
-        let Some(log) = finals.get(partition) else {
-            continue; // reported as liveness
-        };
-        let Some((offset, value, answered, sent_at)) = writes.iter().max_by_key(|w| w.0) else {
-            continue;
-        };
-        let newest_read = log
-            .iter()
-            .filter(|(_, (k, _))| k == key)
-            .map(|(o, _)| *o)
-            .max();
-        // How long a tombstone stays is not judged here: its delete
-        // horizon is in the clock of the leader that first kept it, and
-        // the next leader's clock may be minutes ahead (the simulator
-        // skews and jumps each broker's clock), as on any cluster.
-        let _ = (sent_at, &read_at);
-        let ok = match newest_read {
-            Some(o) if o >= *offset => true,
-            Some(_) => false,
-            // Gone: a tombstone went last (it goes too, after
-            // delete.retention.ms), or one sent later may have landed.
-            None => {
-                value.is_none()
-                    || sent.get(&(*partition, *key)).is_some_and(|w| {
-                        w.iter()
-                            .any(|(at, v)| v.is_none() && *at + REQUEST_TIMEOUT >= *answered)
-                    })
+    // Each read holds, for every key, the newest write acknowledged before
+    // it started, or a newer one sent before it ended. How long a
+    // tombstone stays is not judged: its delete horizon is in the clock of
+    // the leader that first kept it, and the next leader's clock may be
+    // minutes ahead (the simulator skews and jumps each broker's clock), as
+    // on any cluster.
+    for read in &reads {
+        for ((partition, key), writes) in acked.range((read.partition, "")..) {
+            if *partition != read.partition {
+                break;
             }
-        };
-        if !ok {
-            out.push(Invariant::CompactedWriteLost.says(format!(
-                "{key}={value:?} was acknowledged at {partition}/{offset} (at {:.3}s), the newest acknowledged write of {key}, and the final log's newest {key} is {newest_read:?}",
-                answered.as_secs_f64()
-            )));
+            let Some((offset, value, answered, _)) = writes
+                .iter()
+                .filter(|w| w.2 < read.started)
+                .max_by_key(|w| w.0)
+            else {
+                continue;
+            };
+            let newest_read = read
+                .log
+                .iter()
+                .filter(|(_, (k, _))| k == key)
+                .map(|(o, _)| *o)
+                .max();
+            let ok = match newest_read {
+                Some(o) if o >= *offset => true,
+                Some(_) => false,
+                // Gone: a tombstone went last (it goes too, after
+                // delete.retention.ms), or one sent later may have landed.
+                None => {
+                    value.is_none()
+                        || sent.get(&(*partition, *key)).is_some_and(|w| {
+                            w.iter().any(|(at, v)| {
+                                v.is_none()
+                                    && *at + REQUEST_TIMEOUT >= *answered
+                                    && *at <= read.ended
+                            })
+                        })
+                }
+            };
+            if !ok {
+                out.push(Invariant::CompactedWriteLost.says(format!(
+                    "{key}={value:?} was acknowledged at {partition}/{offset} (at {:.3}s), the newest acknowledged write of {key} when {} started (at {:.3}s), whose newest {key} is {newest_read:?}",
+                    answered.as_secs_f64(),
+                    read.what,
+                    read.started.as_secs_f64()
+                )));
+            }
         }
     }
     for partition in &written {
-        if !finals.contains_key(partition) {
+        if !finals.contains(partition) {
             out.push(Invariant::Liveness.says(format!(
                 "compacted partition {partition} was not readable after the faults healed"
             )));
@@ -445,5 +488,42 @@ mod tests {
             read.iter().any(|v| v.starts_with("aborted-read")),
             "{read:?}"
         );
+    }
+
+    #[test]
+    fn a_read_while_writing_holds_what_was_acknowledged_before_it_started() {
+        let read = |started: u64, ended: u64, records: &[(i64, &str, Option<&str>)]| {
+            (
+                at(ended),
+                Event::CompactRead {
+                    partition: 0,
+                    started: at(started),
+                    records: records
+                        .iter()
+                        .map(|(o, k, v)| (*o, ((*k).to_owned(), v.map(Into::into))))
+                        .collect(),
+                },
+            )
+        };
+        let history = vec![
+            sent(100, "a", Some("a1")),
+            acked(110, 0, "a", Some("a1")),
+            sent(300, "a", Some("a2")),
+            acked(310, 1, "a", Some("a2")),
+        ];
+        let with = |r: (Duration, Event)| {
+            let mut h = history.clone();
+            h.push(r);
+            h.push(last(&[(1, "a", Some("a2"))], true));
+            judged(&h)
+        };
+        // Started before a2 was acknowledged: a1 will do, and so will a2.
+        assert!(with(read(200, 400, &[(0, "a", Some("a1"))])).is_empty());
+        assert!(with(read(200, 400, &[(1, "a", Some("a2"))])).is_empty());
+        // Started after: a1 alone means a2 was lost, for a while at least.
+        let lost = with(read(320, 400, &[(0, "a", Some("a1"))]));
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert!(lost[0].contains("a read while writes went on"), "{lost:?}");
+        assert!(!with(read(320, 400, &[])).is_empty());
     }
 }

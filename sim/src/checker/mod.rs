@@ -352,6 +352,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::TrimFinal { .. } => &[I::PollSkip, I::Liveness],
             Event::CompactProduced { .. } => &[I::CompactedWriteLost],
             Event::CompactTxnProduced { .. } => &[I::CompactedWriteLost, I::AbortedRead],
+            Event::CompactRead { .. } => &[I::CompactedWriteLost, I::AbortedRead],
             Event::CompactFinal { .. } => &[I::CompactionUnfinished, I::Liveness],
             Event::TxnPoll { .. } => &[I::AbortedRead, I::UncommittedRead],
             Event::TxnWrite { joined: false, .. } => &[I::UnjoinedWrite],

@@ -10,10 +10,11 @@
 //!
 //! Its history (`Event::Compact*`) lets the checker hold the rules of a
 //! compacted log: every record read is one that was written, at the
-//! offset its answer named, and none of an aborted transaction; the newest
-//! acknowledged record of every key (or a newer write of the key) is
-//! readable; and once the faults healed and the leader's passes caught
-//! up, every key is read once.
+//! offset its answer named, and none of an aborted transaction; a whole
+//! read (every few seconds while it writes, and once the faults healed)
+//! holds the newest record of every key acknowledged before it started
+//! (or a newer write of the key); and once the passes caught up, every
+//! key is read once.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -72,7 +73,28 @@ pub async fn compactor(mut s: Session, until: Duration) {
     let mut n = 0u64;
     let mut txns = txns::TxnWriter::new();
     let mut next_move = s.now() + Duration::from_secs(3);
+    let mut next_read = s.now() + Duration::from_secs(4);
     while s.now() < until {
+        if s.now() >= next_read {
+            // A whole read while passes run: each key's newest write
+            // acknowledged before it must be in it.
+            let partition = madsim::rand::thread_rng().gen_range(0..COMPACT_PARTITIONS);
+            let started = s.now();
+            if let Some(records) =
+                read_back(&mut s, partition, started + Duration::from_secs(10)).await
+            {
+                s.history.record(
+                    s.now(),
+                    Event::CompactRead {
+                        partition,
+                        started,
+                        records,
+                    },
+                );
+            }
+            next_read =
+                s.now() + Duration::from_millis(madsim::rand::thread_rng().gen_range(2_000..5_000));
+        }
         if s.now() >= next_move {
             // Leadership moves now and then, so that a pass held between
             // two of its steps (a fault point's hold) finds a successor
