@@ -59,6 +59,22 @@ fn compacting() -> LogConfig {
     }
 }
 
+/// A one-partition topic "table" on a fresh in-memory volume.
+async fn fresh_topic() -> (Arc<dyn Vfs>, broker::log::topic::TopicMeta) {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    (vfs, meta)
+}
+
+/// A compacting log whose active segment rolls `segment_ms` after it was
+/// first seen written.
+fn rolling(segment_ms: i64) -> LogConfig {
+    LogConfig {
+        segment_ms: Some(segment_ms),
+        ..compacting()
+    }
+}
+
 /// The `i`th write: key `k<i % 13>`, every 9th one a tombstone.
 fn write(i: u32) -> (Vec<u8>, Option<Vec<u8>>) {
     let key = format!("k{:02}", i % 13).into_bytes();
@@ -199,8 +215,7 @@ async fn a_pass_keeps_the_newest_record_of_every_key_at_its_offset() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn tombstones_go_delete_retention_after_the_pass_that_kept_them() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let mut config = compacting();
     if let Some(c) = &mut config.compaction {
         c.delete_retention_ms = 5_000;
@@ -259,8 +274,7 @@ async fn tombstones_go_delete_retention_after_the_pass_that_kept_them() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_small_offset_map_cleans_in_several_passes() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
     let mut acked = BTreeMap::new();
     for i in 0..300 {
@@ -293,8 +307,7 @@ async fn a_small_offset_map_cleans_in_several_passes() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn the_io_rate_paces_a_pass() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
     for i in 0..300 {
         log.append(batch_of(i, 1_000)).await.unwrap();
@@ -411,12 +424,10 @@ async fn crash_once(budget: usize) -> bool {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn an_active_segment_rolls_at_segment_ms_and_becomes_cleanable() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let config = LogConfig {
         segment_bytes: 1 << 20,
-        segment_ms: Some(1_000),
-        ..compacting()
+        ..rolling(1_000)
     };
     let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
     // Empty: nothing to roll, however old.
@@ -452,8 +463,7 @@ async fn an_active_segment_rolls_at_segment_ms_and_becomes_cleanable() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_cleaned_segment_shorter_than_its_manifest_says_is_an_error_not_a_gap() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let log = lead(vfs.clone(), &meta, 0, 1, compacting()).await.unwrap();
     for i in 0..300 {
         log.append(batch_of(i, 1_000 + i64::from(i))).await.unwrap();
@@ -495,12 +505,10 @@ async fn a_cleaned_segment_shorter_than_its_manifest_says_is_an_error_not_a_gap(
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_clock_stepped_back_does_not_hold_the_roll_by_age() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
+    let (vfs, meta) = fresh_topic().await;
     let config = LogConfig {
         segment_bytes: 1 << 20,
-        segment_ms: Some(1_000),
-        ..compacting()
+        ..rolling(1_000)
     };
     let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
     log.append(batch_of(0, 1_000)).await.unwrap();
@@ -532,12 +540,8 @@ fn one(key: &[u8], value: Option<&[u8]>) -> Bytes {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_tombstone_after_a_compressed_batch_outlives_its_horizon() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
-    let config = LogConfig {
-        segment_ms: Some(1),
-        ..compacting()
-    };
+    let (vfs, meta) = fresh_topic().await;
+    let config = rolling(1);
     let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
     log.append(opaque_compressed(b"k", b"old")).await.unwrap();
     log.append(one(b"k", None)).await.unwrap();
@@ -572,12 +576,8 @@ async fn a_tombstone_after_a_compressed_batch_outlives_its_horizon() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_read_in_the_gap_at_the_end_of_the_log_answers_nothing() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
-    let mut config = LogConfig {
-        segment_ms: Some(1),
-        ..compacting()
-    };
+    let (vfs, meta) = fresh_topic().await;
+    let mut config = rolling(1);
     if let Some(c) = &mut config.compaction {
         c.delete_retention_ms = 0;
     }
@@ -612,12 +612,8 @@ async fn a_read_in_the_gap_at_the_end_of_the_log_answers_nothing() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn an_idempotent_producer_is_known_after_compaction_removed_its_batches() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
-    let config = LogConfig {
-        segment_ms: Some(1),
-        ..compacting()
-    };
+    let (vfs, meta) = fresh_topic().await;
+    let config = rolling(1);
     let log = lead(vfs.clone(), &meta, 0, 1, config.clone())
         .await
         .unwrap();
@@ -654,12 +650,8 @@ async fn an_idempotent_producer_is_known_after_compaction_removed_its_batches() 
 #[cfg_attr(madsim, tokio::test)]
 async fn compressed_batches_are_compacted_and_stay_compressed_with_their_codec() {
     for codec in 1..=4i16 {
-        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-        let meta = with_topic(vfs.as_ref(), "table", 1).await;
-        let config = LogConfig {
-            segment_ms: Some(1),
-            ..compacting()
-        };
+        let (vfs, meta) = fresh_topic().await;
+        let config = rolling(1);
         let log = lead(vfs.clone(), &meta, 0, 1, config).await.unwrap();
         let mut acked = BTreeMap::new();
         for b in 0..30u32 {
@@ -717,12 +709,8 @@ fn transactional(producer: (i64, i16, i32), records: &[(&[u8], Option<&[u8]>)]) 
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn aborted_data_goes_and_markers_go_once_their_transaction_is_gone() {
-    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-    let meta = with_topic(vfs.as_ref(), "table", 1).await;
-    let mut config = LogConfig {
-        segment_ms: Some(1),
-        ..compacting()
-    };
+    let (vfs, meta) = fresh_topic().await;
+    let mut config = rolling(1);
     if let Some(c) = &mut config.compaction {
         c.delete_retention_ms = 1_000;
     }

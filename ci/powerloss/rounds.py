@@ -139,9 +139,9 @@ class Producing:
     """An idempotent acks=all producer writing unique values in the
     background; `acked` maps each acknowledged value to its offset."""
 
-    def __init__(self, bootstrap, topic, partitions, tag):
+    def __init__(self, bootstrap, topic, partitions, tag, acked=None):
         self.topic, self.partitions, self.tag = topic, partitions, tag
-        self.acked = {}
+        self.acked = {} if acked is None else acked
         self.errors = collections.Counter()
         self.producer = Producer({
             "bootstrap.servers": bootstrap,
@@ -165,15 +165,18 @@ class Producing:
 
     def run(self):
         while not self.stop.is_set():
-            value = f"{self.tag}-{self.sent}"
             try:
-                self.producer.produce(self.topic, value.encode(), partition=self.sent % self.partitions,
-                                      on_delivery=self.delivered)
+                self.produce_next()
                 self.sent += 1
             except BufferError:
                 pass
             self.producer.poll(0)
             time.sleep(0.002)
+
+    def produce_next(self):
+        value = f"{self.tag}-{self.sent}"
+        self.producer.produce(self.topic, value.encode(), partition=self.sent % self.partitions,
+                              on_delivery=self.delivered)
 
     def finish(self, timeout=120):
         self.stop.set()
@@ -399,59 +402,30 @@ def round_d(vol, work, rng, checker_out):
     return done
 
 
-class KeyedProducing:
-    """An idempotent acks=all producer overwriting a few keys per partition
-    in the background, one record in eight a tombstone; `acked` lists each
-    acknowledged record as (partition, offset, key, value)."""
+class KeyedProducing(Producing):
+    """Producing's producer overwriting a few keys per partition instead,
+    one record in eight a tombstone; `acked` lists each acknowledged record
+    as (partition, offset, key, value)."""
 
     def __init__(self, bootstrap, topic, partitions, keys, tag):
-        self.topic, self.partitions, self.keys, self.tag = topic, partitions, keys, tag
-        self.acked, self.sent_values = [], set()
-        self.errors = collections.Counter()
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": 120000,
-            "log_level": 0,
-        })
-        self.stop = threading.Event()
-        self.sent = 0
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        self.keys, self.sent_values = keys, set()
+        super().__init__(bootstrap, topic, partitions, tag, acked=[])
 
-    def run(self):
-        while not self.stop.is_set():
-            n = self.sent
-            partition = n % self.partitions
-            key = f"k{(n // self.partitions) * 7 % self.keys}"
-            value = None if n % 8 == 7 else f"{self.tag}-{n}-{key}"
+    def produce_next(self):
+        n = self.sent
+        partition = n % self.partitions
+        key = f"k{(n // self.partitions) * 7 % self.keys}"
+        value = None if n % 8 == 7 else f"{self.tag}-{n}-{key}"
 
-            def delivered(err, msg, key=key, value=value):
-                if err is None:
-                    self.acked.append((msg.partition(), msg.offset(), key, value))
-                else:
-                    self.errors.update([err.name()])
-            try:
-                self.producer.produce(self.topic, key=key.encode(),
-                                      value=None if value is None else value.encode(),
-                                      partition=partition, on_delivery=delivered)
-                self.sent_values.add(value)
-                self.sent += 1
-            except BufferError:
-                pass
-            self.producer.poll(0)
-            time.sleep(0.002)
-
-    def finish(self, timeout=120):
-        self.stop.set()
-        self.thread.join()
-        left = self.producer.flush(timeout)
-        self.producer = None
-        if left:
-            raise Failure(f"{left} records still unanswered after {timeout} s")
-        return self.acked
+        def delivered(err, msg):
+            if err is None:
+                self.acked.append((msg.partition(), msg.offset(), key, value))
+            else:
+                self.errors.update([err.name()])
+        self.producer.produce(self.topic, key=key.encode(),
+                              value=None if value is None else value.encode(),
+                              partition=partition, on_delivery=delivered)
+        self.sent_values.add(value)
 
 
 def read_keyed(cluster, topic, partitions, timeout=60):
