@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -188,6 +188,31 @@ class Producing:
         return self.acked
 
 
+def read_to_ends(c, topic, partitions, timeout):
+    """Every record of `topic` from offset 0 up to the high watermarks seen
+    first, through consumer `c` (with enable.partition.eof): (partition,
+    offset) -> message, and those watermarks. An end of partition at or
+    past its watermark ends a partition too: compaction may have emptied
+    the log's tail."""
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)}
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    log, done = {}, {p for p, e in ends.items() if e == 0}
+    deadline = time.monotonic() + timeout
+    while len(done) < partitions:
+        if time.monotonic() > deadline:
+            raise Failure(f"{topic}: could not read up to {ends} in {timeout} s")
+        for m in c.consume(500, timeout=1):
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                    done.add(m.partition())
+                continue
+            log[(m.partition(), m.offset())] = m
+            if m.offset() + 1 >= ends[m.partition()]:
+                done.add(m.partition())
+    return log, ends
+
+
 class Checker:
     """What every round checks, and the running totals."""
 
@@ -205,28 +230,12 @@ class Checker:
             "group.id": self.group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
             "log_level": 0,
         })
-        log = {}
         try:
-            tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
-            ends = {}
-            for tp in tps:
-                _low, high = c.get_watermark_offsets(tp, timeout=30)
-                ends[tp.partition] = high
-            c.assign(tps)
-            done = {p for p, e in ends.items() if e == 0}
-            deadline = time.monotonic() + timeout
-            while len(done) < partitions:
-                if time.monotonic() > deadline:
-                    raise Failure(f"{topic}: could not read up to {ends} in {timeout} s")
-                for m in c.consume(500, timeout=1):
-                    if m.error():
-                        continue
-                    log[(m.partition(), m.offset())] = m.value().decode()
-                    if m.offset() + 1 >= ends[m.partition()]:
-                        done.add(m.partition())
-            return log, ends, c
+            msgs, ends = read_to_ends(c, topic, partitions, timeout)
+            return {at: m.value().decode() for at, m in msgs.items()}, ends, c
         except BaseException:
             c.close()
             raise
@@ -434,25 +443,9 @@ def read_keyed(cluster, topic, partitions, timeout=60):
     c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"pl-e-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(partitions)}
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        log, done = {}, {p for p, e in ends.items() if e == 0}
-        deadline = time.monotonic() + timeout
-        while len(done) < partitions:
-            if time.monotonic() > deadline:
-                raise Failure(f"{topic}: could not read up to {ends} in {timeout} s")
-            for m in c.consume(500, timeout=1):
-                if m.error():
-                    # End of partition: compaction may have emptied the log's tail.
-                    if m.error().code() == -191 and m.offset() >= ends[m.partition()]:
-                        done.add(m.partition())
-                    continue
-                value = None if m.value() is None else m.value().decode()
-                log[(m.partition(), m.offset())] = (m.key().decode(), value)
-                if m.offset() + 1 >= ends[m.partition()]:
-                    done.add(m.partition())
-        return log
+        msgs, _ends = read_to_ends(c, topic, partitions, timeout)
+        return {at: (m.key().decode(), None if m.value() is None else m.value().decode())
+                for at, m in msgs.items()}
     finally:
         c.close()
 

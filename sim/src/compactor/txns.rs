@@ -21,7 +21,7 @@ const COMPACT_TXN_ID: &str = "sim-compact-txn";
 
 /// The compactor's transactional producer between its transactions.
 pub(super) struct TxnWriter {
-    next: Option<Next>,
+    next: Next,
     unanswered: BTreeSet<&'static str>,
     n: u64,
 }
@@ -29,7 +29,7 @@ pub(super) struct TxnWriter {
 impl TxnWriter {
     pub(super) fn new() -> Self {
         TxnWriter {
-            next: Some(Next::Fresh),
+            next: Next::Fresh,
             unanswered: BTreeSet::new(),
             n: 0,
         }
@@ -38,7 +38,7 @@ impl TxnWriter {
     /// One transaction of one batch (1-3 keyed records, a tombstone now and
     /// then) to a random partition.
     pub(super) async fn transaction(&mut self, s: &mut Session, until: Duration) {
-        let next = self.next.take().unwrap_or(Next::Fresh);
+        let next = std::mem::replace(&mut self.next, Next::Fresh);
         let Some(mut txp) = producer(
             s,
             next,
@@ -49,7 +49,6 @@ impl TxnWriter {
         )
         .await
         else {
-            self.next = Some(Next::Fresh);
             return;
         };
         let label = format!("{}-t{}", s.name, self.n);
@@ -57,7 +56,7 @@ impl TxnWriter {
         let ended = one(s, &mut txp, &label).await;
         // Plain writes follow: they carry no transactional id.
         s.transactional_id = None;
-        self.next = Some(ended.next(txp));
+        self.next = ended.next(txp);
     }
 }
 
