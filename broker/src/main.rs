@@ -66,11 +66,16 @@ mod production {
             }
         };
         tracing::info!(data_dir = %volume.root().display(), "volume opened");
-        match runtime.block_on(broker::node::run(
+        let ran = runtime.block_on(broker::node::run(
             Arc::new(volume),
             config,
             shutdown_signal(),
-        )) {
+        ));
+        // A volume call that hangs holds a blocking thread, and dropping
+        // the runtime would wait for it forever: SIGTERM must stop the
+        // process within its deadline whatever the volume does.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+        match ran {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kaas: {e}");

@@ -68,9 +68,27 @@ pub async fn run(
     );
     let beater = node.start_beater().await;
     node.follow(shutdown).await;
-    node.hand_off(beater.stop()).await;
+    let hand_off = hand_off_deadline(&node.config);
+    if tokio::time::timeout(hand_off, node.hand_off(beater.stop()))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            deadline_secs = hand_off.as_secs(),
+            "shutdown deadline passed before the hand-off ended (a volume call or a partition's \
+             flush that does not end): stopping anyway; the controller moves what this broker \
+             still leads once its heartbeat is a session timeout old"
+        );
+    }
     node.stop(health);
     Ok(())
+}
+
+/// The longest a controlled shutdown hands off: one session timeout for the
+/// controller to move this broker's partitions, and a little for the last
+/// heartbeat and answers. A broker whose hand-off is stuck stops anyway.
+pub fn hand_off_deadline(config: &Config) -> Duration {
+    session_timeout(config) + Duration::from_secs(3)
 }
 
 /// How often a broker follows the cluster (controller, assignment) between
@@ -217,6 +235,7 @@ struct Node {
     security_refresher: Option<JoinHandle<()>>,
     /// Rolls segments by age and compacts, a round at a time.
     cleaner: Cleaner,
+    retention: Chore,
     security: Arc<Security>,
     /// Writes the markers of the transactions this broker coordinates.
     transactions: Option<JoinHandle<()>>,
@@ -318,6 +337,7 @@ impl Node {
             servers: Vec::new(),
             security_refresher: None,
             cleaner: Cleaner::default(),
+            retention: Chore::default(),
             security,
             transactions: None,
             hb,
@@ -382,7 +402,11 @@ impl Node {
 
     /// Follows the cluster every `FOLLOW_EVERY` until `shutdown`, so a new
     /// assignment (a failover, a handoff) takes effect within that, not a
-    /// whole heartbeat interval later; slower chores run once per interval.
+    /// whole heartbeat interval later; slower chores run once per interval,
+    /// each as a task of its own. A shutdown ends the step under way: it
+    /// waits on the volume, and a call that hangs must not keep the broker
+    /// from stopping (every step is re-driven by whoever comes next, as
+    /// after a crash).
     async fn follow(&mut self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let interval = heartbeat_interval(&self.config);
@@ -395,31 +419,14 @@ impl Node {
             if beat {
                 last_beat = Some(now);
             }
-            match self.agent.tick().await {
-                Ok(role) => {
-                    if beat && matches!(role, Role::Controller { .. }) {
-                        self.controller_chores().await;
-                    }
+            tokio::select! {
+                biased;
+                () = &mut shutdown => {
+                    tracing::info!("shutdown requested while following the cluster: that step is left to whoever comes next");
+                    break;
                 }
-                Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
+                () = self.follow_once(beat, &mut synced) => {}
             }
-            if let Some(a) = self.agent.assignment().cloned() {
-                // A new assignment is applied at once; an unchanged one once
-                // per interval (a takeover that failed is retried then).
-                let key = (a.controller_epoch, a.version);
-                if beat || synced != Some(key) {
-                    synced = Some(key);
-                    self.apply(a).await;
-                }
-            }
-            if beat {
-                self.leaders
-                    .enforce_retention(self.config.wall_clock.now_ms())
-                    .await;
-            }
-            self.cleaner.start_if_due(&self.leaders, &self.config);
-            self.metrics
-                .led(self.leaders.count(), self.coordinators.led().len());
             // `biased`: tokio's select draws its branch order from a
             // thread-local generator that outlives one simulated run, so
             // an unbiased select makes a seed depend on the seeds its thread
@@ -431,6 +438,39 @@ impl Node {
                 () = self.created.notified() => self.agent.relist_topics(),
             }
         }
+    }
+
+    /// One step of following the cluster: the controller's tick, the
+    /// assignment applied, and the chores due started.
+    async fn follow_once(&mut self, beat: bool, synced: &mut Option<(u32, u64)>) {
+        match self.agent.tick().await {
+            Ok(role) => {
+                if beat && matches!(role, Role::Controller { .. }) {
+                    self.controller_chores().await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "controller tick failed; retrying next tick"),
+        }
+        if let Some(a) = self.agent.assignment().cloned() {
+            // A new assignment is applied at once; an unchanged one once
+            // per interval (a takeover that failed is retried then).
+            let key = (a.controller_epoch, a.version);
+            if beat || *synced != Some(key) {
+                *synced = Some(key);
+                self.apply(a).await;
+            }
+        }
+        if beat {
+            // A task of its own: retention waits for each partition's
+            // writer, and a partition whose flush does not end must not
+            // hold up the assignment, leadership and heartbeats.
+            let (leaders, clock) = (self.leaders.clone(), self.config.wall_clock.clone());
+            self.retention
+                .start(async move { leaders.enforce_retention(clock.now_ms()).await });
+        }
+        self.cleaner.start_if_due(&self.leaders, &self.config);
+        self.metrics
+            .led(self.leaders.count(), self.coordinators.led().len());
     }
 
     /// The controller re-drives deletions to their end state and sweeps the
@@ -534,9 +574,20 @@ impl Node {
     }
 
     fn stop(self, health: Option<JoinHandle<()>>) {
-        if let Some(round) = &self.cleaner.round {
-            round.abort();
+        for ((topic_id, partition), log) in self.leaders.led() {
+            if let Some(d) = log.flushing_for().filter(|d| *d >= Duration::from_secs(1)) {
+                tracing::warn!(
+                    topic_id,
+                    partition,
+                    flushing_secs = d.as_secs(),
+                    "stopping with a flush cycle of this partition still under way (a volume \
+                     call that does not end): its requests stay unanswered, and the partition's \
+                     next leader seals what reached the volume"
+                );
+            }
         }
+        self.cleaner.chore.abort();
+        self.retention.abort();
         for server in self.servers {
             server.abort();
         }
@@ -659,42 +710,66 @@ mod tests {
     }
 }
 
+/// A chore that runs in rounds, each a task of its own, one round at a time.
+#[derive(Default)]
+struct Chore {
+    round: Option<JoinHandle<()>>,
+    running: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Chore {
+    fn running(&self) -> bool {
+        self.running.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Starts `round` unless the previous round is still running.
+    fn start(&mut self, round: impl Future<Output = ()> + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        if self.running() {
+            return;
+        }
+        self.running.store(true, Ordering::Relaxed);
+        let running = self.running.clone();
+        self.round = Some(tokio::spawn(async move {
+            round.await;
+            running.store(false, Ordering::Relaxed);
+        }));
+    }
+
+    fn abort(&self) {
+        if let Some(round) = &self.round {
+            round.abort();
+        }
+    }
+}
+
 /// Cleaner rounds (segment rolls by age, compaction passes), each a task
 /// of its own so that a long pass never holds up heartbeats and
 /// takeovers, started only when a partition has work: a broker with
 /// nothing to clean runs nothing.
 #[derive(Default)]
 struct Cleaner {
-    round: Option<JoinHandle<()>>,
-    running: Arc<std::sync::atomic::AtomicBool>,
+    chore: Chore,
     last: Option<tokio::time::Instant>,
 }
 
 impl Cleaner {
     fn start_if_due(&mut self, leaders: &Arc<Leaders>, config: &Config) {
-        use std::sync::atomic::Ordering;
         let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
-        if self.running.load(Ordering::Relaxed)
+        if self.chore.running()
             || self.last.is_some_and(|l| l.elapsed() < backoff)
             || !leaders.cleaning_due(config.wall_clock.now_ms())
         {
             return;
         }
         self.last = Some(tokio::time::Instant::now());
-        self.running.store(true, Ordering::Relaxed);
         let limits = CleanerLimits {
             dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
             io_bytes_per_second: Some(config.log_cleaner_io_max_bytes_per_second)
                 .filter(|r| *r > 0),
         };
-        let (leaders, clock, running) = (
-            leaders.clone(),
-            config.wall_clock.clone(),
-            self.running.clone(),
-        );
-        self.round = Some(tokio::spawn(async move {
-            leaders.clean(&limits, clock.now_ms()).await;
-            running.store(false, Ordering::Relaxed);
-        }));
+        let (leaders, clock) = (leaders.clone(), config.wall_clock.clone());
+        self.chore
+            .start(async move { leaders.clean(&limits, clock.now_ms()).await });
     }
 }

@@ -28,6 +28,20 @@ pub async fn exchange(
     correlation: i32,
     request: &RequestKind,
 ) -> Result<ResponseKind, String> {
+    send_request(stream, client_id, (api, version), correlation, request).await?;
+    read_response(stream, (api, version), correlation).await
+}
+
+/// Writes one request frame on `stream` without waiting for its answer:
+/// a client pipelining several requests sends them all, then reads their
+/// answers in order with [`read_response`].
+pub async fn send_request(
+    stream: &mut TcpStream,
+    client_id: &str,
+    (api, version): (ApiKey, i16),
+    correlation: i32,
+    request: &RequestKind,
+) -> Result<(), String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{api:?}: {what}: {e}");
     let mut buf = BytesMut::new();
     RequestHeader::default()
@@ -42,7 +56,17 @@ pub async fn exchange(
         .map_err(|e| fail("encode", &e))?;
     write_frame(stream, &buf)
         .await
-        .map_err(|e| fail("send", &e))?;
+        .map_err(|e| fail("send", &e))
+}
+
+/// Reads the response to the request sent as `correlation`: the next frame
+/// on `stream` must be it (a broker answers a connection's requests in order).
+pub async fn read_response(
+    stream: &mut TcpStream,
+    (api, version): (ApiKey, i16),
+    correlation: i32,
+) -> Result<ResponseKind, String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{api:?}: {what}: {e}");
     let mut frame = read_frame(stream, MAX_RESPONSE)
         .await
         .map_err(|e| fail("receive", &e))?

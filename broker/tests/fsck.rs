@@ -397,3 +397,30 @@ async fn repair_removes_only_what_no_leader_can_use() {
         repairs.human()
     );
 }
+
+/// fsck on a live cluster: a directory its walk found (through a listing
+/// NFS served from its cache) and a reaper removed before the walk got
+/// there is gone, not damage.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_directory_removed_while_fsck_walks_is_not_damage() {
+    use vfs::model::{ModelNfs, NfsConfig};
+    let nfs = ModelNfs::new(NfsConfig::default(), 3);
+    let (checker, reaper) = (nfs.host(1), nfs.host(2));
+    common::prepared(&reaper).await;
+    let staging = Path::new("topics/.tombstone-staging-x@1.1");
+    reaper.mkdir(staging).await.unwrap();
+    reaper.mkdir(&staging.join("0")).await.unwrap();
+    write(&reaper, &staging.join("topic.meta"), b"meta").await;
+    // The checker's client listed the topics: the listing stays in its
+    // cache, while the directory's own listing was never read.
+    checker.read_dir(Path::new("topics")).await.unwrap();
+    vfs::durable::converge_remove(&reaper, staging)
+        .await
+        .unwrap();
+    let report = check(&checker).await.unwrap();
+    assert_eq!(
+        findings(&report, Severity::Error),
+        Vec::<(String, String)>::new()
+    );
+}

@@ -160,6 +160,78 @@ def test_a_transaction_past_its_timeout_is_aborted(broker):
     assert high >= 2, "the data batch and the abort marker"
 
 
+def pipelining_producer(bootstrap, txn_id, **extra):
+    """A transactional producer that sends each message in a produce
+    request of its own, several in flight per connection, as librdkafka
+    does under load (issue 46: the second of them, queued behind the one
+    that opened the transaction on its partition, wedged the broker)."""
+    return producer(bootstrap, txn_id, **{
+        "linger.ms": 0,
+        "batch.num.messages": 1,
+        "max.in.flight.requests.per.connection": 5,
+        **extra,
+    })
+
+
+def test_pipelined_transactional_produce_requests_are_all_answered(broker):
+    topic = f"tx-pipelined-{uuid.uuid4()}"
+    create(broker.addr, topic)
+    p = pipelining_producer(broker.addr, f"tx-pipe-{uuid.uuid4()}")
+    expected = []
+    for n, commit in enumerate([True, False, True, True, False, True]):
+        p.begin_transaction()
+        values = [f"t{n}-{i}" for i in range(60)]
+        for i, v in enumerate(values):
+            p.produce(topic, partition=i % 2, value=v)
+            p.poll(0)
+        if commit:
+            p.commit_transaction(30)
+            expected += values
+        else:
+            p.abort_transaction(30)
+    assert sorted(read_all(broker.addr, topic, 2, "read_committed")) == sorted(expected)
+    # The broker still leads new topics and takes writes on them.
+    fresh = f"after-pipelined-{uuid.uuid4()}"
+    create(broker.addr, fresh, partitions=1)
+    plain = Producer({"bootstrap.servers": broker.addr, "message.timeout.ms": 30000})
+    failed = []
+    plain.produce(fresh, value="after", on_delivery=lambda err, _m: err and failed.append(err))
+    assert plain.flush(40) == 0 and not failed, failed
+
+
+def test_a_transaction_that_times_out_with_requests_in_flight_is_aborted_and_the_next_commits(broker):
+    topic = f"tx-pipe-timeout-{uuid.uuid4()}"
+    create(broker.addr, topic)
+    p = pipelining_producer(broker.addr, f"tx-pipe-to-{uuid.uuid4()}",
+                            **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    # Produce for longer than the transaction may last: the coordinator
+    # aborts it while requests of it are in flight, and the producer learns
+    # of it from their answers (or from its commit).
+    end, i = time.monotonic() + 4, 0
+    while time.monotonic() < end:
+        try:
+            p.produce(topic, partition=i % 2, value=f"timed-out-{i}")
+        except KafkaException:
+            break  # the transaction already failed: nothing more is taken
+        p.poll(0.01)
+        i += 1
+    with pytest.raises(KafkaException) as e:
+        p.commit_transaction(30)
+    err = e.value.args[0]
+    if err.fatal():
+        p = pipelining_producer(broker.addr, f"tx-pipe-to-{uuid.uuid4()}")
+    else:
+        p.abort_transaction(30)
+    p.begin_transaction()
+    for j in range(40):
+        p.produce(topic, partition=j % 2, value=f"next-{j}")
+        p.poll(0)
+    p.commit_transaction(30)
+    assert sorted(read_all(broker.addr, topic, 2, "read_committed")) == sorted(
+        f"next-{j}" for j in range(40))
+
+
 def test_init_producer_id_bumps_only_the_producers_own_epoch(broker):
     """KIP-360 at the versions librdkafka sends: a producer naming its
     producer id and epoch gets the next epoch; a retry of that request

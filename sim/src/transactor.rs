@@ -226,23 +226,8 @@ async fn one_transaction(
         _ => return Ended::Unclean,
     }
     s.transactional_id = Some(txp.id.to_owned());
-    for &partition in &partitions {
-        let (value, seq, batch) = txn_batch(txp, label, partition);
-        let sent = s.now();
-        let outcome = s.produce_in_txn(txp, TXN_TOPIC, partition, batch).await;
-        record_write(
-            s,
-            txp,
-            (label, partition, true),
-            value,
-            (seq, sent),
-            &outcome,
-        );
-        match outcome {
-            Outcome::Acked { .. } => {}
-            Outcome::Refused(c) => return Ended::Refused(c),
-            _ => return Ended::Unclean,
-        }
+    if let Some(ended) = pipelined_writes(s, txp, label, &partitions).await {
+        return ended;
     }
     if madsim::rand::thread_rng().gen_ratio(1, 25) {
         if let Some(other) = (0..TXN_PARTITIONS).find(|p| !partitions.contains(p)) {
@@ -303,11 +288,63 @@ async fn one_transaction(
     }
 }
 
+/// The transaction's writes: 1-3 batches to each of its partitions, all in
+/// flight at once as librdkafka pipelines them (the first batch to a
+/// partition opens the transaction there while the next ones wait behind it
+/// on the same connection). One that gets a retriable error or no answer
+/// is sent again alone, in order, until a write fails; every answer is
+/// recorded. `Some` when the transaction cannot go on.
+async fn pipelined_writes(
+    s: &mut Session,
+    txp: &mut Txp,
+    label: &str,
+    partitions: &[i32],
+) -> Option<Ended> {
+    let per = madsim::rand::thread_rng().gen_range(1..=3);
+    let mut writes = Vec::new();
+    for &partition in partitions {
+        for k in 0..per {
+            let (value, seq, batch) = txn_batch(txp, label, partition, k);
+            writes.push((partition, value, seq, batch));
+        }
+    }
+    let sent = s.now();
+    let answers = s
+        .produce_pipelined(
+            TXN_TOPIC,
+            writes.iter().map(|(p, _, _, b)| (*p, b.clone())).collect(),
+        )
+        .await;
+    let mut ended = None;
+    for ((partition, value, seq, batch), answer) in writes.into_iter().zip(answers) {
+        let outcome = match answer {
+            Ok((0, offset, broker)) => Outcome::Acked { offset, broker },
+            Ok((c, _, _)) if !matches!(c, 6 | 5 | 3 | 7 | 56 | 19) => Outcome::Refused(c),
+            _ if ended.is_none() => s.produce_in_txn(txp, TXN_TOPIC, partition, batch).await,
+            _ => Outcome::Unknown,
+        };
+        record_write(
+            s,
+            txp,
+            (label, partition, true),
+            value,
+            (seq, sent),
+            &outcome,
+        );
+        match outcome {
+            Outcome::Acked { .. } => {}
+            Outcome::Refused(c) => ended = ended.or(Some(Ended::Refused(c))),
+            _ => ended = ended.or(Some(Ended::Unclean)),
+        }
+    }
+    ended
+}
+
 /// A misbehaving client's write to a partition it did not add to its
 /// transaction: the partition's leader must refuse it (KIP-890), or it
 /// would open a transaction there that no marker ever ends.
 async fn unjoined_write(s: &mut Session, txp: &mut Txp, label: &str, partition: i32) {
-    let (value, seq, batch) = txn_batch(txp, label, partition);
+    let (value, seq, batch) = txn_batch(txp, label, partition, 0);
     let sent = s.now();
     let outcome = match s.produce(TXN_TOPIC, partition, batch).await {
         Ok((0, offset, broker)) => Outcome::Acked { offset, broker },
@@ -324,11 +361,16 @@ async fn unjoined_write(s: &mut Session, txp: &mut Txp, label: &str, partition: 
     );
 }
 
-/// Transaction `label`'s record for `partition`: its value, the producer's
-/// sequence there, and the batch carrying it.
-fn txn_batch(txp: &mut Txp, label: &str, partition: i32) -> (String, i32, bytes::Bytes) {
-    let value = format!("tx:{label}:{partition}");
-    let seq = *txp.seq.entry(partition).or_insert(0);
+/// Transaction `label`'s `k`th record for `partition`: its value, the
+/// producer's sequence there (`k` past the next one), and the batch.
+fn txn_batch(txp: &Txp, label: &str, partition: i32, k: i32) -> (String, i32, bytes::Bytes) {
+    let value = format!("tx:{label}:{partition}.{k}");
+    let seq = txp
+        .seq
+        .get(&partition)
+        .copied()
+        .unwrap_or(0)
+        .wrapping_add(k);
     let batch = broker::log::batch::build_transactional(
         (txp.pid, txp.epoch, seq),
         broker::clock::now_ms(),

@@ -26,12 +26,17 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{CallError, Client};
 
 pub const TOPIC: &str = "events";
 pub(crate) const PARTITIONS: i32 = 3;
 pub(crate) const CHURN_TOPIC: &str = "churn";
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// A produce request's answer: `(error, offset, broker)`, or why none came.
+pub type ProduceAnswer = Result<(i16, i64, u32), CallError>;
+
+/// The Produce version the simulator's clients send.
+const PRODUCE_VERSION: i16 = 8;
 /// Partitions of the churned topic: one per broker of a default run, so a
 /// deletion touches every broker. Only partition 0 is written and read.
 pub(crate) const CHURN_PARTITIONS: i32 = 3;
@@ -286,6 +291,16 @@ pub enum Event {
     /// The transaction group's committed offsets once every transaction
     /// ended.
     TxnOffsetsFinal { offsets: Vec<(i32, i64)> },
+    /// What the final pipeliner (`pipeliner`) sent once the faults healed:
+    /// how many requests, which of them timed out, and how many of the
+    /// transactions it wanted it finished.
+    FinalRequests {
+        client: String,
+        sent: u64,
+        timed_out: Vec<String>,
+        transactions: u32,
+        wanted: u32,
+    },
     /// A misbehaving client's TxnOffsetCommit, in transaction `label`, for
     /// a group no transaction added: its error code (`None`: no answer).
     TxnRogueOffsets {
@@ -661,6 +676,16 @@ pub fn describe(e: &Event) -> String {
             format!("txn final read of {partition}: {} records", records.len())
         }
         Event::TxnOffsetsFinal { offsets } => format!("txn group offsets at the end: {offsets:?}"),
+        Event::FinalRequests {
+            client,
+            sent,
+            timed_out,
+            transactions,
+            wanted,
+        } => format!(
+            "{client} sent {sent} requests pipelined, {} unanswered {timed_out:?}, finished {transactions} of {wanted} transactions",
+            timed_out.len()
+        ),
         Event::TxnRogueOffsets {
             client,
             label,
@@ -1025,7 +1050,7 @@ impl Session {
                 None
             }
             Err(e) => {
-                tracing::debug!(client = %self.name, error = %e.0, "CreateTopics");
+                tracing::debug!(client = %self.name, error = %e.what, "CreateTopics");
                 None
             }
         }
@@ -1065,7 +1090,63 @@ impl Session {
         let Some(to) = self.leader(topic, partition).await else {
             return Ok((5, -1, 0)); // LEADER_NOT_AVAILABLE
         };
-        let req = ProduceRequest::default()
+        let req = self.produce_request(topic, partition, batch);
+        let answer = self
+            .client
+            .call_within(
+                self.request_timeout,
+                to,
+                ApiKey::Produce,
+                PRODUCE_VERSION,
+                RequestKind::Produce(req),
+            )
+            .await;
+        self.produce_answer(topic, partition, to, answer)
+            .map_err(|_| ())
+    }
+
+    /// One produce request per batch of `batches` (partition, batch),
+    /// pipelined as librdkafka sends them: every request to one leader is
+    /// sent on its connection before any answer is read (leaders one after
+    /// another). The answers, in the order of `batches`:
+    /// `Ok((error, offset, broker))`, or why there was none.
+    pub async fn produce_pipelined(
+        &mut self,
+        topic: &str,
+        batches: Vec<(i32, Bytes)>,
+    ) -> Vec<ProduceAnswer> {
+        let mut answers: Vec<Option<ProduceAnswer>> = (0..batches.len()).map(|_| None).collect();
+        let mut by_leader: BTreeMap<u32, Vec<(usize, i32, Bytes)>> = BTreeMap::new();
+        for (k, (partition, batch)) in batches.into_iter().enumerate() {
+            match self.leader(topic, partition).await {
+                Some(to) => by_leader.entry(to).or_default().push((k, partition, batch)),
+                None => answers[k] = Some(Ok((5, -1, 0))), // LEADER_NOT_AVAILABLE
+            }
+        }
+        for (to, sent) in by_leader {
+            let requests = sent
+                .iter()
+                .map(|(_, partition, batch)| {
+                    let req = self.produce_request(topic, *partition, batch.clone());
+                    (ApiKey::Produce, PRODUCE_VERSION, RequestKind::Produce(req))
+                })
+                .collect();
+            let got = self
+                .client
+                .call_pipelined(self.request_timeout, to, requests)
+                .await;
+            for ((k, partition, _), answer) in sent.into_iter().zip(got) {
+                answers[k] = Some(self.produce_answer(topic, partition, to, answer));
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(CallError::failed("not sent"))))
+            .collect()
+    }
+
+    fn produce_request(&self, topic: &str, partition: i32, batch: Bytes) -> ProduceRequest {
+        ProduceRequest::default()
             .with_transactional_id(
                 self.transactional_id
                     .as_deref()
@@ -1081,35 +1162,35 @@ impl Session {
                             .with_index(partition)
                             .with_records(Some(batch)),
                     ]),
-            ]);
-        match self
-            .client
-            .call_within(
-                self.request_timeout,
-                to,
-                ApiKey::Produce,
-                8,
-                RequestKind::Produce(req),
-            )
-            .await
-        {
-            Ok(ResponseKind::Produce(r)) => {
-                let p = r
-                    .responses
-                    .first()
-                    .and_then(|t| t.partition_responses.first())
-                    .map(|p| (p.error_code, p.base_offset))
-                    .unwrap_or((-1, -1));
-                if p.0 != 0 {
-                    self.forget(topic, partition);
-                }
-                Ok((p.0, p.1, to))
-            }
-            _ => {
+            ])
+    }
+
+    /// A produce answer as `(error, offset, broker)`; the leader is
+    /// forgotten after an error or no answer.
+    fn produce_answer(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        to: u32,
+        answer: Result<ResponseKind, CallError>,
+    ) -> ProduceAnswer {
+        let (code, offset) = match answer {
+            Ok(ResponseKind::Produce(r)) => r
+                .responses
+                .first()
+                .and_then(|t| t.partition_responses.first())
+                .map(|p| (p.error_code, p.base_offset))
+                .unwrap_or((-1, -1)),
+            Ok(_) => (-1, -1),
+            Err(e) => {
                 self.forget(topic, partition);
-                Err(())
+                return Err(e);
             }
+        };
+        if code != 0 {
+            self.forget(topic, partition);
         }
+        Ok((code, offset, to))
     }
 
     /// Fetches from `from`: the records and the high watermark, or `None`.
@@ -1379,7 +1460,11 @@ fn retriable(code: i16) -> bool {
 }
 
 /// A producer writing unique values until `until`, idempotent or plain
-/// (no producer id: retries may duplicate, as in Kafka).
+/// (no producer id: retries may duplicate, as in Kafka). As librdkafka, it
+/// sends a few produce requests at a time, all in flight at once on each
+/// leader's connection (an idempotent producer's batches to one partition
+/// with consecutive sequences), and retries the unanswered ones alone, in
+/// order.
 pub async fn producer(mut s: Session, until: Duration, idempotent: bool) {
     let (mut pid, mut epoch) = if idempotent {
         s.init_producer_id().await
@@ -1389,65 +1474,88 @@ pub async fn producer(mut s: Session, until: Duration, idempotent: bool) {
     let mut seq: BTreeMap<i32, i32> = BTreeMap::new();
     let mut n = 0u64;
     while s.now() < until {
-        let partition = (n % PARTITIONS as u64) as i32;
-        let value = format!("{}-{n}", s.name);
-        let sequence = if idempotent {
-            *seq.entry(partition).or_insert(0)
-        } else {
-            -1
-        };
-        let batch = broker::log::batch::build(
-            (pid, epoch, sequence),
-            broker::clock::now_ms(),
-            &[value.as_bytes()],
-        );
-        let mut outcome = Outcome::Unknown;
-        // Retries stop a while after the workload ends, so the liveness
-        // phase judges a quiet cluster.
-        while s.now() < until + Duration::from_secs(15) {
-            match s.produce(TOPIC, partition, batch.clone()).await {
-                Ok((0, offset, broker)) => {
-                    tracing::debug!(client = %s.name, partition, offset, broker, pid, epoch, sequence, "acked");
-                    outcome = Outcome::Acked { offset, broker };
-                    break;
-                }
-                Ok((code, _, _)) if retriable(code) => {
-                    tracing::debug!(client = %s.name, partition, code, "produce retriable error");
-                }
-                Ok((code, _, _)) => {
-                    outcome = Outcome::Refused(code);
-                    break;
-                }
-                Err(()) => tracing::debug!(client = %s.name, partition, "produce: no answer"),
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        let burst = madsim::rand::thread_rng().gen_range(1..=4u64);
+        let mut sent = Vec::new();
+        for k in n..n + burst {
+            let partition = (k % PARTITIONS as u64) as i32;
+            let value = format!("{}-{k}", s.name);
+            let sequence = if idempotent {
+                let next = seq.entry(partition).or_insert(0);
+                let this = *next;
+                *next = this.wrapping_add(1);
+                this
+            } else {
+                -1
+            };
+            let batch = broker::log::batch::build(
+                (pid, epoch, sequence),
+                broker::clock::now_ms(),
+                &[value.as_bytes()],
+            );
+            sent.push((partition, value, sequence, batch));
         }
-        match outcome {
-            Outcome::Acked { .. } => {
-                seq.insert(partition, sequence.wrapping_add(1));
+        n += burst;
+        let answers = s
+            .produce_pipelined(
+                TOPIC,
+                sent.iter().map(|(p, _, _, b)| (*p, b.clone())).collect(),
+            )
+            .await;
+        let mut restart = false;
+        for ((partition, value, sequence, batch), answer) in sent.into_iter().zip(answers) {
+            let outcome = match answer {
+                Ok((0, offset, broker)) => Outcome::Acked { offset, broker },
+                Ok((code, _, _)) if !retriable(code) => Outcome::Refused(code),
+                _ => produce_until_answered(&mut s, partition, batch, until).await,
+            };
+            if let Outcome::Acked { offset, broker } = outcome {
+                tracing::debug!(client = %s.name, partition, offset, broker, pid, epoch, sequence, "acked");
+            } else {
+                restart = idempotent;
             }
-            _ if idempotent => {
-                // Its fate is unknown or it was refused: start over as a new
-                // producer so later values never depend on it.
-                (pid, epoch) = s.init_producer_id().await;
-                seq.clear();
-            }
-            _ => {}
+            s.history.record(
+                s.now(),
+                Event::Produce {
+                    client: s.name.clone(),
+                    idempotent,
+                    partition,
+                    value,
+                    outcome,
+                },
+            );
         }
-        s.history.record(
-            s.now(),
-            Event::Produce {
-                client: s.name.clone(),
-                idempotent,
-                partition,
-                value,
-                outcome,
-            },
-        );
-        n += 1;
+        if restart {
+            // A batch's fate is unknown or it was refused: start over as a
+            // new producer so later values never depend on it.
+            (pid, epoch) = s.init_producer_id().await;
+            seq.clear();
+        }
         let pause = madsim::rand::thread_rng().gen_range(10..150);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
+}
+
+/// Sends `batch` alone until it is acknowledged or refused, or retries stop
+/// a while after the workload ends (so the liveness phase judges a quiet
+/// cluster).
+async fn produce_until_answered(
+    s: &mut Session,
+    partition: i32,
+    batch: Bytes,
+    until: Duration,
+) -> Outcome {
+    while s.now() < until + Duration::from_secs(15) {
+        match s.produce(TOPIC, partition, batch.clone()).await {
+            Ok((0, offset, broker)) => return Outcome::Acked { offset, broker },
+            Ok((code, _, _)) if retriable(code) => {
+                tracing::debug!(client = %s.name, partition, code, "produce retriable error");
+            }
+            Ok((code, _, _)) => return Outcome::Refused(code),
+            Err(()) => tracing::debug!(client = %s.name, partition, "produce: no answer"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Outcome::Unknown
 }
 
 /// Asks random brokers for producer ids until `until`, quickly enough that

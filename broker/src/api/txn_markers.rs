@@ -266,7 +266,7 @@ impl Api {
         (name, partition): (&str, i32),
         log: &PartitionLog,
     ) -> Result<(), i16> {
-        if log.in_transaction(producer_id, epoch).await {
+        if log.in_transaction(producer_id, epoch) {
             return Ok(());
         }
         self.verify_joined(id, (producer_id, epoch), (name, partition))
@@ -361,8 +361,12 @@ fn marker_done(e: i16) -> bool {
 
 /// Appends a control batch, acknowledged under the fencing rule of any
 /// append; the error code for the coordinator.
-async fn append_marker(log: &PartitionLog, control: bytes::Bytes) -> i16 {
-    match log.append(control).await {
+async fn append_marker(log: &Arc<PartitionLog>, control: bytes::Bytes) -> i16 {
+    let appended = match log.enqueue(control) {
+        Ok(queued) => queued.await,
+        Err(e) => Err(e),
+    };
+    match appended {
         Ok(_) => 0,
         Err(LogError::InvalidProducerEpoch) => code(ResponseError::InvalidProducerEpoch),
         Err(LogError::ZombieCoordinator) => code(ResponseError::TransactionCoordinatorFenced),

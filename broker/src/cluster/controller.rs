@@ -514,6 +514,7 @@ async fn list_partitions(
         Err(e) => return Err(e),
     };
     let known: BTreeSet<&str> = before.iter().map(|(id, _)| id.as_str()).collect();
+    let mut holders = names::Holders::default();
     let mut ids: BTreeSet<&str> = listing
         .iter()
         .map(|e| e.name.as_str())
@@ -527,7 +528,7 @@ async fn list_partitions(
             // until then (not claimed yet, lost the name, or the claim not
             // confirmable now) it is left for a later listing.
             Ok(meta) if !known.contains(meta.id.as_str()) => {
-                match names::confirm(vfs, &meta.name, &meta.id).await {
+                match names::confirm(vfs, &meta.name, &meta.id, &mut holders).await {
                     Ok(true) => out.extend((0..meta.partitions).map(|p| (meta.id.clone(), p))),
                     Ok(false) => {
                         passed_over.insert(id.to_owned());
@@ -657,5 +658,39 @@ mod tests {
             .unwrap();
         assert!(!has_topic(&after, &old.id) && has_topic(&after, &new.id));
         assert!(passed_over.contains(&old.id));
+    }
+
+    #[tokio::test]
+    async fn a_listing_walks_a_shared_names_generations_once() {
+        let mem: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        mem.mkdir(Path::new(topic::TOPICS_DIR)).await.unwrap();
+        mem.mkdir(Path::new(crate::layout::NAMES_DIR))
+            .await
+            .unwrap();
+        // Six topics that once held "events" and let it go, then thirty
+        // generations that creators began and never filled.
+        for _ in 0..6 {
+            let t = topic::create_topic(mem.as_ref(), "events", 1)
+                .await
+                .unwrap();
+            assert!(names::release(mem.as_ref(), "events", &t.id).await.unwrap());
+        }
+        let first_empty = 13;
+        for g in first_empty..first_empty + 30 {
+            let slot = crate::layout::name_claim("events", g);
+            let file = vfs::durable::create_slot(mem.as_ref(), &slot)
+                .await
+                .unwrap();
+            file.unwrap().close().await.unwrap();
+        }
+        let counting = vfs::testkit::Counting::new(mem);
+        let (listed, passed_over) = list_partitions(&counting, &BTreeSet::new(), &BTreeSet::new())
+            .await
+            .unwrap();
+        assert!(listed.is_empty());
+        assert_eq!(passed_over.len(), 6);
+        // One walk down the thirty empty generations, not one per topic.
+        let opens = counting.counts.get(&counting.counts.opens);
+        assert!(opens < 80, "{opens} opens for six topics of one name");
     }
 }

@@ -133,6 +133,12 @@ async fn walk(vfs: &dyn Vfs, root: PathBuf, report: &mut Report) {
     while let Some(dir) = pending.pop() {
         let entries = match vfs.read_dir(&dir).await {
             Ok(e) => e,
+            // Listed by its parent, then removed before it was read: on a
+            // live cluster a reaper or a staging sweep is at work, and
+            // what is gone is no damage.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !dir.as_os_str().is_empty() => {
+                continue;
+            }
             Err(e) => {
                 report.add(Severity::Error, &dir, format!("cannot list: {e}"));
                 continue;

@@ -385,11 +385,16 @@ impl Coordinators {
         for s in held {
             if mine.get(&s.slot) != Some(&s.epoch) || s.is_fenced() {
                 lock(&self.slots).remove(&s.slot);
+                tracing::info!(slot = s.slot, epoch = s.epoch, "no longer coordinating");
                 // Waiting joins and syncs are answered by their senders
                 // being dropped: the clients look for the new coordinator.
-                s.groups.lock().await.clear();
-                s.txns.lock().await.clear();
-                tracing::info!(slot = s.slot, epoch = s.epoch, "no longer coordinating");
+                // In a task of its own: a request may hold the slot's
+                // groups while it waits on the volume, and the broker's
+                // follow loop must not wait for it.
+                tokio::spawn(async move {
+                    s.groups.lock().await.clear();
+                    s.txns.lock().await.clear();
+                });
             }
         }
         lock(&self.stuck).retain(|(s, e)| mine.get(s) == Some(e));

@@ -27,6 +27,7 @@
 //! Generations accumulate, one per create and one per delete, which costs a
 //! few dozen bytes each; the newest is found by doubling and bisecting.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 
@@ -213,19 +214,48 @@ pub async fn holder(vfs: &dyn Vfs, name: &str) -> io::Result<Option<String>> {
 /// resolved to its topic for a while, then to nothing). The controller runs
 /// this before it gives a new topic leaders, so no write is acknowledged to
 /// a topic whose name could vanish.
-pub async fn confirm(vfs: &dyn Vfs, name: &str, id: &str) -> io::Result<bool> {
+pub async fn confirm(
+    vfs: &dyn Vfs,
+    name: &str,
+    id: &str,
+    holders: &mut Holders,
+) -> io::Result<bool> {
+    let decided = match holders.0.get(name) {
+        Some(d) => d.clone(),
+        None => {
+            let d = newest_holder(vfs, name).await?;
+            holders.0.insert(name.to_owned(), d.clone());
+            d
+        }
+    };
+    match decided {
+        Some((g, have)) if have == id => vfs::durable::make_durable(vfs, &path(name, g)).await,
+        _ => Ok(false),
+    }
+}
+
+/// Who holds each name, as [`confirm`] found it for one listing of the
+/// topics: the topics left by creators that died may share a name, whose
+/// undecided generations (an EIO storm leaves dozens) would otherwise be
+/// walked again for each of them, every one a few round trips to the
+/// volume (seed 224: a controller's tick took 25 s, and new topics waited
+/// that long for leaders).
+#[derive(Default)]
+pub struct Holders(BTreeMap<String, Option<(u32, String)>>);
+
+/// The newest complete generation of `name` and the topic it names, by
+/// fresh reads; `None` when nobody holds the name.
+async fn newest_holder(vfs: &dyn Vfs, name: &str) -> io::Result<Option<(u32, String)>> {
     let nobody = ClaimToken::fresh("reader");
     let g = newest(vfs, name).await?;
     for e in (1..=g).rev() {
         match slot(vfs, name, e, &nobody).await? {
             Slot::Missing | Slot::Undecided => {}
-            Slot::Held { id: have, .. } if have == id => {
-                return vfs::durable::make_durable(vfs, &path(name, e)).await;
-            }
-            _ => return Ok(false),
+            Slot::Held { id, .. } => return Ok(Some((e, id))),
+            Slot::Released { .. } => return Ok(None),
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// Releases `name` if topic `id` holds it: true once nobody holds it
@@ -503,8 +533,17 @@ mod tests {
                 Some("id-a")
             );
             if confirmed {
-                assert!(confirm(&reader, "events", "id-a").await.unwrap());
-                assert!(!confirm(&reader, "events", "id-b").await.unwrap());
+                let mut holders = Holders::default();
+                assert!(
+                    confirm(&reader, "events", "id-a", &mut holders)
+                        .await
+                        .unwrap()
+                );
+                assert!(
+                    !confirm(&reader, "events", "id-b", &mut holders)
+                        .await
+                        .unwrap()
+                );
             }
             nfs.restart_server();
             let after = holder(&reader, "events").await.unwrap();

@@ -120,6 +120,15 @@ impl ProducerState {
             .unwrap_or(high_watermark)
     }
 
+    /// Producer id -> epoch of every producer with a transaction open here.
+    pub fn open_transactions(&self) -> BTreeMap<i64, i16> {
+        self.producers
+            .iter()
+            .filter(|(_, e)| e.ongoing.is_some())
+            .map(|(id, e)| (*id, e.epoch))
+            .collect()
+    }
+
     /// Whether a producer has a transaction open here.
     pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
         self.producers

@@ -204,7 +204,19 @@ pub(crate) async fn serve_connection<S>(
         if !produce && !drain(&mut later, &mut wr, &peer).await {
             break;
         }
-        let go_on = match start(handler.as_ref(), &mut session, frame).await {
+        // The responses of the requests started before this one keep
+        // going out while it starts: its start may wait on what they do.
+        let (started, open) = alongside(
+            start(handler.as_ref(), &mut session, frame),
+            &mut later,
+            &mut wr,
+            &peer,
+        )
+        .await;
+        if !open {
+            break;
+        }
+        let go_on = match started {
             Ok(Started::Later(response)) => {
                 later.push_back(Box::pin(async move { (response.await, room) }));
                 true
@@ -286,6 +298,37 @@ async fn wait_muted<W: AsyncWrite + Unpin>(
                 }
             }
             _ = &mut muted => return true,
+        }
+    }
+}
+
+/// Runs `work` (the start of the next request) while the requests started
+/// before it go on and their responses are written as they come, in order.
+/// Nothing a connection has started may wait unpolled on a later request:
+/// a produce's answer waits for its flush cycle, and the start of the
+/// produce after it may wait for something that cycle does. Returns what
+/// `work` gave, and false when the connection is to close (a response
+/// could not be written).
+async fn alongside<T, W: AsyncWrite + Unpin>(
+    work: impl Future<Output = T>,
+    later: &mut FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>>,
+    wr: &mut W,
+    peer: &str,
+) -> (T, bool) {
+    tokio::pin!(work);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return (out, open),
+            Some((out, room)) = later.next(), if open => {
+                open = send(wr, peer, out).await;
+                drop(room);
+                if !open {
+                    // The rest are dropped unanswered: the connection closes.
+                    *later = FuturesOrdered::new();
+                }
+            }
         }
     }
 }

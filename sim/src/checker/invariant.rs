@@ -51,7 +51,7 @@ invariants! {
     EpochGap = "epoch-gap": "Every leader epoch up to a partition's newest manifest has a claim file, so an old leader's fence check is complete.",
     OneController = "one-controller": "A controller epoch's assignment is written only by the broker that won that epoch's claim.",
     ProducerIdReused = "producer-id-reused": "InitProducerId never hands out one producer id twice.",
-    Liveness = "liveness": "Every partition is readable and writable, and every broker heartbeats, once faults heal.",
+    Liveness = "liveness": "Every partition is readable and writable, every broker heartbeats, and a client pipelining transactions finishes them, once faults heal.",
     TornRead = "torn-read": "A reader never sees a half-replaced file.",
     HeartbeatRegressed = "heartbeat-regressed": "A broker's heartbeat sequence never goes back within an incarnation.",
     AbortedRead = "aborted-read": "A read_committed reader never reads a record of a transaction that did not commit.",
@@ -71,6 +71,7 @@ invariants! {
     AclUnapplied = "acl-unapplied": "Once faults heal, every broker applies every acknowledged ACL change (answers DescribeAcls with it) within 15 s.",
     NewTopicUnwritable = "new-topic-unwritable": "Once faults heal, a topic created through any broker takes writes within LEADERS_WAIT (5 s) of its CreateTopics answer, plus one controller failover (10 s, if the faults left the controller dead): the controller learns of it from its creator's heartbeat, not only from its own listing of the topics, which an NFS client may serve from its cache for a minute.",
     FsckClean = "fsck-clean": "Once the cluster converged, `kaas fsck` finds no damage on the volume: no lost or short segment, no epoch without its claim, no unreadable manifest or topic meta.",
+    RequestUnanswered = "request-unanswered": "Once faults heal, every request of a client that pipelines as librdkafka does (a transaction's produce requests several in flight on one connection, commits, aborts, plain produce requests) is answered within its timeout.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
 }
 

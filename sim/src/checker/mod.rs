@@ -21,6 +21,7 @@ mod last_acked;
 mod quotas;
 mod reads;
 mod reassignments;
+mod requests;
 mod topics;
 mod trim;
 mod txns;
@@ -51,6 +52,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     reassignments::check(events, &mut out);
     quotas::check(events, &mut out);
     topics::new_topics(events, &mut out);
+    requests::answered(events, &mut out);
     let index = FinalIndex::new(logs, &mut out);
     index.duplicates(events, &mut out);
     let mut judge = Judge::new(logs, &index, out);
@@ -383,6 +385,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             } => &[I::QuotaChangeLost],
             Event::QuotaWindow { .. } | Event::QuotaProduced { .. } => &[I::QuotaExceeded],
             Event::NewTopicWritable { .. } => &[I::NewTopicUnwritable],
+            Event::FinalRequests { .. } => &[I::RequestUnanswered, I::Liveness],
             _ => &[],
         };
         for k in keys {

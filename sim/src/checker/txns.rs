@@ -37,7 +37,8 @@ impl Txn<'_> {
     }
 }
 
-/// The transaction a value belongs to: values are `tx:<label>:<partition>`.
+/// The transaction a value belongs to: values are
+/// `tx:<label>:<partition>.<k>`.
 fn label_of(value: &str) -> Option<&str> {
     value.strip_prefix("tx:")?.rsplit_once(':').map(|(l, _)| l)
 }

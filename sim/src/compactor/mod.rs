@@ -31,8 +31,12 @@ pub const COMPACT_PARTITIONS: i32 = 2;
 /// Keys per partition: few, so that each is overwritten many times.
 const KEYS: u32 = 8;
 
+/// How long tombstones are kept (`delete.retention.ms`).
+pub(crate) const DELETE_RETENTION: Duration = Duration::from_secs(3);
+
 /// The topic's settings: segments of a few records that also roll after
-/// 1.5 s, every dirty byte worth a pass, tombstones kept 3 s.
+/// 1.5 s, every dirty byte worth a pass, tombstones kept
+/// [`DELETE_RETENTION`].
 const CONFIGS: &[(&str, &str)] = &[
     ("cleanup.policy", "compact"),
     ("segment.bytes", "700"),

@@ -21,13 +21,30 @@ pub(super) fn roll_due(w: &mut Writer, now_ms: i64, age: i64) -> bool {
     now_ms.saturating_sub(*since) >= age
 }
 
+/// What a queued append was answered, once its flush cycle ended.
+async fn answer(epoch: u32, done: oneshot::Receiver<Reply>) -> Result<Appended, LogError> {
+    match done.await {
+        Ok(Ok(a)) => Ok(a),
+        Ok(Err(Refusal::Fenced)) => Err(LogError::Fenced(epoch)),
+        Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
+        Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
+        Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
+        Ok(Err(Refusal::NotInTransaction)) => Err(LogError::NotInTransaction),
+        Ok(Err(Refusal::ZombieCoordinator)) => Err(LogError::ZombieCoordinator),
+        Err(_) => Err(LogError::Failed("append abandoned".into())),
+    }
+}
+
 impl PartitionLog {
     /// Appends a produce request's record set (one or more v2 batches) and
     /// returns once it is durable and this epoch was confirmed after the
-    /// fsync. Concurrent appends share flush cycles.
+    /// fsync. Concurrent appends share flush cycles. The flush runs in the
+    /// caller's future: for a caller that owns the log and awaits this
+    /// directly (tests, tools); the broker's requests use [`Self::enqueue`].
     pub async fn append(&self, records: Bytes) -> Result<Appended, LogError> {
         let (id, done) = self.queue(records)?;
-        self.complete(id, done).await
+        self.flush_if_queued(id).await;
+        answer(self.epoch, done).await
     }
 
     /// [`Self::append`] in two steps: the record set takes its place in the
@@ -35,13 +52,23 @@ impl PartitionLog {
     /// Record sets queued one after another are appended in that order
     /// even when their futures run concurrently, so that a connection's
     /// pipelined requests can join one flush cycle and keep their order.
+    ///
+    /// The flush cycle runs in a task of its own, not in the returned
+    /// future: it holds the log's writer while it writes, syncs and checks
+    /// the epoch, and a future that holds the writer must never depend on
+    /// its caller to be polled (a connection starting its next request
+    /// while this one's future waits unpolled held the writer forever, and
+    /// everything else that needed it: the next request, retention, the
+    /// broker's follow loop) nor be dropped half way (a client that goes
+    /// away must not cut a roll between its manifest and its file swap).
     pub fn enqueue(
         self: &Arc<Self>,
         records: Bytes,
     ) -> Result<impl Future<Output = Result<Appended, LogError>> + Send + 'static, LogError> {
         let (id, done) = self.queue(records)?;
         let log = self.clone();
-        Ok(async move { log.complete(id, done).await })
+        tokio::spawn(async move { log.flush_if_queued(id).await });
+        Ok(answer(self.epoch, done))
     }
 
     fn queue(&self, records: Bytes) -> Result<(u64, oneshot::Receiver<Reply>), LogError> {
@@ -62,15 +89,11 @@ impl PartitionLog {
         Ok((id, done))
     }
 
-    async fn complete(
-        &self,
-        id: u64,
-        done: oneshot::Receiver<Reply>,
-    ) -> Result<Appended, LogError> {
-        // Group commit: whoever gets the writer while its own request is
-        // still queued flushes everything queued by then in one cycle. A
-        // waiter whose request another cycle already took lets go at once,
-        // so queued requests wait for one flusher, not one each.
+    /// Group commit: whoever gets the writer while request `id` is still
+    /// queued flushes everything queued by then in one cycle. A flusher
+    /// whose request another cycle already took lets go at once, so queued
+    /// requests wait for one flusher, not one each.
+    async fn flush_if_queued(&self, id: u64) {
         let mut writer = self.writer.lock().await;
         let batch: Vec<Pending> = {
             let mut queue = lock(&self.queue);
@@ -81,19 +104,15 @@ impl PartitionLog {
             }
         };
         if !batch.is_empty() {
+            *lock(&self.flushing_since) = Some(tokio::time::Instant::now());
             self.flush(&mut writer, batch).await;
+            *lock(&self.flushing_since) = None;
         }
-        drop(writer);
-        match done.await {
-            Ok(Ok(a)) => Ok(a),
-            Ok(Err(Refusal::Fenced)) => Err(LogError::Fenced(self.epoch)),
-            Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
-            Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
-            Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
-            Ok(Err(Refusal::NotInTransaction)) => Err(LogError::NotInTransaction),
-            Ok(Err(Refusal::ZombieCoordinator)) => Err(LogError::ZombieCoordinator),
-            Err(_) => Err(LogError::Failed("append abandoned".into())),
-        }
+    }
+
+    /// How long the flush cycle under way has been running, if one is.
+    pub fn flushing_for(&self) -> Option<std::time::Duration> {
+        lock(&self.flushing_since).map(|t| t.elapsed())
     }
 
     pub(super) async fn flush(&self, w: &mut Writer, batch: Vec<Pending>) {
@@ -180,6 +199,7 @@ impl PartitionLog {
         let mut pos = w.position;
         let mut offset = w.next_offset;
         let aborted = w.producers.aborted.len();
+        let mut txn_moved = false;
         for p in batch {
             for h in &p.headers {
                 let mut stored = *h;
@@ -191,6 +211,7 @@ impl PartitionLog {
                 if h.is_transactional() {
                     // Opened, or ended by a marker: the verification is used.
                     lock(&self.verified).remove(&h.producer_id);
+                    txn_moved = true;
                 }
                 w.max_timestamp = w.max_timestamp.max(stored.max_timestamp);
                 pos += h.size as u64;
@@ -205,6 +226,9 @@ impl PartitionLog {
         view.last_stable = w.producers.last_stable(next);
         if w.producers.aborted.len() != aborted {
             view.aborted = Arc::new(w.producers.aborted.clone());
+        }
+        if txn_moved {
+            view.open_txns = w.producers.open_transactions();
         }
         view.active_end = pos;
         view.active_max_timestamp = w.max_timestamp;
@@ -299,7 +323,7 @@ impl PartitionLog {
         let Some(age) = self.cfg().segment_ms else {
             return Ok(false);
         };
-        let mut w = self.writer.lock().await;
+        let mut w = self.writer_for_chore().await?;
         if let Some(why) = &w.failed {
             return Err(LogError::Failed(why.clone()));
         }

@@ -378,7 +378,7 @@ impl PartitionLog {
         };
         let mut passes = self.cleaning.lock().await;
         let manifest = {
-            let w = self.writer.lock().await;
+            let w = self.writer_for_chore().await?;
             if let Some(why) = &w.failed {
                 return Err(LogError::Failed(why.clone()));
             }
@@ -758,7 +758,22 @@ impl PartitionLog {
                 .flat_map(|s| ["log", "index", "timeindex"].map(|e| self.dir.join(s.id().file(e))))
                 .collect()
         };
-        let mut w = self.writer.lock().await;
+        // The pass is dropped: its new files were never named, and no
+        // later pass of this epoch uses their names.
+        let drop_outputs = || async {
+            self.remove_files(new_files(&outputs)).await;
+            let mut v = lock(&self.view);
+            for o in &outputs {
+                v.indexes.remove(&o.id());
+            }
+        };
+        let mut w = match self.writer_for_chore().await {
+            Ok(w) => w,
+            Err(e) => {
+                drop_outputs().await;
+                return Err(e);
+            }
+        };
         let at = w
             .manifest
             .segments
@@ -767,14 +782,9 @@ impl PartitionLog {
             .filter(|&i| w.manifest.segments.get(i..i + sources.len()) == Some(sources.as_slice()));
         let failed = w.failed.clone();
         let (Some(at), None) = (at, failed) else {
+            // Retention (or a stop) came first.
             drop(w);
-            // Retention (or a stop) came first: the new files were never
-            // named, and no later pass of this epoch uses their names.
-            self.remove_files(new_files(&outputs)).await;
-            let mut v = lock(&self.view);
-            for o in &outputs {
-                v.indexes.remove(&o.id());
-            }
+            drop_outputs().await;
             return Ok(());
         };
         let mut manifest = w.manifest.clone();

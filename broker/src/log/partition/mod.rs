@@ -100,7 +100,17 @@ pub enum LogError {
     NotInTransaction,
     #[error("a marker from an older transaction coordinator than the last one")]
     ZombieCoordinator,
+    #[error(
+        "the partition's writer was busy for {0:?} (a flush cycle that does not end); left for the next round"
+    )]
+    Busy(std::time::Duration),
 }
+
+/// How long a chore (retention, a roll by age, a compaction pass) waits
+/// for a partition's writer before it leaves that partition to its next
+/// round: a flush cycle that never ends (a volume call that hangs) must not
+/// hold up the chores of every other partition behind it.
+pub const CHORE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Offsets an append received: the first and last offset of each batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,6 +186,10 @@ struct View {
     /// watermark: read_committed readers stop here.
     last_stable: i64,
     aborted: Arc<Vec<AbortedTxn>>,
+    /// Producer id -> epoch, of the producers with a transaction open here
+    /// as of the last acknowledged append: what a produce checks before it
+    /// queues a batch, without waiting for the writer's flush cycle.
+    open_txns: BTreeMap<i64, i16>,
     /// Durable, acknowledged end of the active segment.
     active_end: u64,
     /// Largest batch max timestamp in the active segment up to `active_end`.
@@ -202,6 +216,9 @@ pub struct PartitionLog {
     /// joined its transaction (KIP-890): the next transactional batch may
     /// open a transaction here. Consumed by that batch or a marker.
     verified: Mutex<BTreeMap<i64, i16>>,
+    /// When the flush cycle under way began (a cycle that never ends is a
+    /// volume call that hangs: the shutdown names it).
+    flushing_since: Mutex<Option<tokio::time::Instant>>,
     /// One compaction pass at a time; the number of the next (never
     /// reused in this epoch, so a failed pass's files never share a name
     /// with a later pass's).
@@ -248,6 +265,7 @@ impl PartitionLog {
                 high_watermark: active.next_offset,
                 last_stable: producers.last_stable(active.next_offset),
                 aborted: Arc::new(producers.aborted.clone()),
+                open_txns: producers.open_transactions(),
                 active_end: active.position,
                 active_max_timestamp: active.max_timestamp,
                 handles: BTreeMap::new(),
@@ -268,6 +286,7 @@ impl PartitionLog {
             queue: Mutex::new(Vec::new()),
             verified: Mutex::new(BTreeMap::new()),
             cleaning: tokio::sync::Mutex::new(1),
+            flushing_since: Mutex::new(None),
             next_id: std::sync::atomic::AtomicU64::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             vfs,
@@ -276,6 +295,13 @@ impl PartitionLog {
             config: Mutex::new(config),
             fence,
         }
+    }
+
+    /// The writer, for a chore: waited for [`CHORE_WAIT`] at most.
+    async fn writer_for_chore(&self) -> Result<tokio::sync::MutexGuard<'_, Writer>, LogError> {
+        tokio::time::timeout(CHORE_WAIT, self.writer.lock())
+            .await
+            .map_err(|_| LogError::Busy(CHORE_WAIT))
     }
 
     /// Whether the topic compacts (`cleanup.policy` with `compact`).
@@ -352,13 +378,13 @@ impl PartitionLog {
     }
 
     /// Whether the producer has a transaction open here (its next batches
-    /// need no verification).
-    pub async fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
-        self.writer
-            .lock()
-            .await
-            .producers
-            .in_transaction(producer_id, epoch)
+    /// need no verification), as of the last acknowledged append. Never
+    /// waits for the writer: a produce asks this before it queues its
+    /// batch, and a flush cycle under way (or a stuck one) must not hold
+    /// the request up. A batch queued on a stale `false` costs a needless
+    /// verification; a stale `true` is caught by the flush's own check.
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        lock(&self.view).open_txns.get(&producer_id) == Some(&epoch)
     }
 
     /// Producer state as of the last acknowledged append.

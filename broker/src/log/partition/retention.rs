@@ -9,7 +9,7 @@ impl PartitionLog {
     /// handles, then the files; a failed unlink is retried by the next call.
     /// Returns how many segments left the log.
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<usize, LogError> {
-        let mut w = self.writer.lock().await;
+        let mut w = self.writer_for_chore().await?;
         if let Some(why) = &w.failed {
             return Err(LogError::Failed(why.clone()));
         }
