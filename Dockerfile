@@ -12,6 +12,9 @@
 ARG BUILDER_IMAGE=docker.io/library/rust:1.95-slim-bookworm
 ARG RUNTIME_IMAGE=docker.io/library/debian:bookworm-slim
 
+# The stage is named `build`: a build that already has the binary replaces
+# it with a directory holding out/kaas (podman/docker build
+# --build-context build=DIR), as CI does with its own release build.
 FROM ${BUILDER_IMAGE} AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./

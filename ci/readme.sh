@@ -18,11 +18,6 @@ if ! command -v kcat >/dev/null; then
     echo "installing kcat (a prerequisite the README names) ..."
     (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null
 fi
-venv=target/venv-docs
-if ! "$venv/bin/python" -c 'import markdown_it' 2>/dev/null; then
-    echo "creating $venv with markdown-it-py ..."
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q markdown-it-py==4.3.0
-fi
+source ci/readme/venv.sh
 "$venv/bin/python" -m unittest ci/readme/test_check.py
 "$venv/bin/python" ci/readme/check.py README.md scenarios/README.md deploy/README.md
