@@ -18,7 +18,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(args, port, log_path, env=None, timeout=30, poll=0.05, binary=None, cwd=None):
+def start(args, port, log_path, env=None, timeout=60, poll=0.05, binary=None, cwd=None):
     """Starts `kaas ARGS` (or another broker's `binary`) with its output
     appended to `log_path` and waits until 127.0.0.1:`port` accepts
     connections; raises, naming the log, if the process exits first or the
@@ -52,10 +52,10 @@ class Broker:
     def start(self, poll=0.1, extra=()):
         port = int(self.addr.rsplit(":", 1)[1])
         args = ["--data-dir", self.dir, "--listen", self.addr, *extra]
-        self.proc = start(args, port, os.path.join(self.dir, "kaas.log"), timeout=10, poll=poll)
+        self.proc = start(args, port, os.path.join(self.dir, "kaas.log"), timeout=60, poll=poll)
 
     def stop(self):
         if self.proc:
             self.proc.terminate()
-            self.proc.wait(timeout=20)
+            self.proc.wait(timeout=60)
             self.proc = None

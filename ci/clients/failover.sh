@@ -65,11 +65,13 @@ agreed_leader() {
 }
 wait_for() {
     local what=$1
-    for _ in $(seq 1 150); do
+    # A condition, not a pace: a busy machine gets two minutes.
+    local until=$((SECONDS + 120))
+    while [ "$SECONDS" -lt "$until" ]; do
         if eval "$what"; then return 0; fi
         sleep 0.2
     done
-    echo "timed out waiting for: $what" >&2
+    echo "timed out after 120 s waiting for: $what" >&2
     kcat -b "$bootstrap" -L >&2 || true
     return 1
 }
@@ -147,7 +149,7 @@ feed() {
         sleep 0.1
     done
 }
-{ feed | tee "$work/fourth" | timeout 90 kcat -b "$bootstrap" -t orders -p 0 -P -X acks=all \
+{ feed | tee "$work/fourth" | timeout 300 kcat -b "$bootstrap" -t orders -p 0 -P -X acks=all \
     -X enable.idempotence=true -X socket.timeout.ms=3000 2>>"$work/kcat.log" ||
     echo "kcat exited with $?" >>"$work/failed"; } &
 producers+=("$!")

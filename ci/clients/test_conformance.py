@@ -21,6 +21,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 from kafkawire import call  # noqa: E402
 
+# How long a wait for something that should happen soon may take: the CI
+# box is small and busy; waits end as soon as the condition holds. A
+# request that creates or deletes topics may take the broker up to
+# ADMIN_TIMEOUT_MS; its answer is awaited a little longer.
+EVENTUALLY = 120
+ADMIN_TIMEOUT_MS = 60000
+
 
 def new_topic():
     return f"conf-{uuid.uuid4().hex[:10]}"
@@ -56,8 +63,8 @@ def test_create_topics_answers_once_the_new_partitions_have_leaders(broker):
     topic = new_topic()
     C = CreateTopicsRequest.CreatableTopic
     req = CreateTopicsRequest(topics=[C(name=topic, num_partitions=3, replication_factor=1)],
-                              timeout_ms=10000, validate_only=False)
-    resp = call(broker.addr, req, 7)
+                              timeout_ms=ADMIN_TIMEOUT_MS, validate_only=False)
+    resp = call(broker.addr, req, 7, timeout=EVENTUALLY)
     assert [(t.name, t.error_code, t.num_partitions) for t in resp.topics] == [(topic, 0, 3)]
     # No auto-creation, no retry: the very next answer names every leader.
     assert leaders(metadata(broker.addr, [topic], 12)) == {topic: [(p, 0, 0) for p in range(3)]}
@@ -68,8 +75,8 @@ def test_create_partitions_answers_once_the_added_partitions_have_leaders(broker
     metadata(broker.addr, [topic], 12, auto_create=True)
     P = CreatePartitionsRequest.CreatePartitionsTopic
     req = CreatePartitionsRequest(topics=[P(name=topic, count=4, assignments=None)],
-                                  timeout_ms=10000, validate_only=False)
-    resp = call(broker.addr, req, 3)
+                                  timeout_ms=ADMIN_TIMEOUT_MS, validate_only=False)
+    resp = call(broker.addr, req, 3, timeout=EVENTUALLY)
     assert [(r.name, r.error_code) for r in resp.results] == [(topic, 0)]
     assert leaders(metadata(broker.addr, [topic], 12)) == {topic: [(p, 0, 0) for p in range(4)]}
 
@@ -152,8 +159,8 @@ def create_topic(addr, topic, partitions=1, configs=(), replication_factor=-1, v
     req = CreateTopicsRequest(topics=[C(name=topic, num_partitions=partitions,
                                         replication_factor=replication_factor, assignments=[],
                                         configs=[Cfg(name=k, value=v) for k, v in configs])],
-                              timeout_ms=10000, validate_only=False)
-    return call(addr, req, version).topics[0]
+                              timeout_ms=ADMIN_TIMEOUT_MS, validate_only=False)
+    return call(addr, req, version, timeout=EVENTUALLY).topics[0]
 
 
 @pytest.fixture(scope="module")
@@ -283,8 +290,8 @@ def test_delete_topics_errors_and_null_messages(broker):
     assert create_topic(broker.addr, topic).error_code == NONE
     S = DeleteTopicsRequest.DeleteTopicState
     req = DeleteTopicsRequest(topics=[S(name=topic, topic_id=NIL), S(name=new_topic(), topic_id=NIL),
-                                      S(name=None, topic_id=uuid.uuid4())], timeout_ms=10000)
-    got = [(r.error_code, r.error_message) for r in call(broker.addr, req, 6).responses]
+                                      S(name=None, topic_id=uuid.uuid4())], timeout_ms=ADMIN_TIMEOUT_MS)
+    got = [(r.error_code, r.error_message) for r in call(broker.addr, req, 6, timeout=EVENTUALLY).responses]
     assert got[0] == (NONE, None)
     assert [c for c, _ in got[1:]] == [UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID]
 
@@ -294,8 +301,8 @@ def test_create_partitions_errors(broker, existing):
     P = CreatePartitionsRequest.CreatePartitionsTopic
     req = CreatePartitionsRequest(topics=[P(name=topic, count=1, assignments=None),
                                           P(name=new_topic(), count=3, assignments=None)],
-                                  timeout_ms=10000, validate_only=True)
-    got = [(r.error_code, bool(r.error_message)) for r in call(broker.addr, req, 3).results]
+                                  timeout_ms=ADMIN_TIMEOUT_MS, validate_only=True)
+    got = [(r.error_code, bool(r.error_message)) for r in call(broker.addr, req, 3, timeout=EVENTUALLY).results]
     assert got == [(INVALID_PARTITIONS, True), (UNKNOWN_TOPIC_OR_PARTITION, True)]
 
 
@@ -308,15 +315,15 @@ def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused(broker
     pair = [new_topic(), new_topic()]
     req = CreateTopicsRequest[7](topics=[T(name=n, num_partitions=5001, replication_factor=-1,
                                            assignments=[], configs=[]) for n in pair],
-                                 timeout_ms=10000, validate_only=False)
-    got = call(broker.addr, req, 7).topics
+                                 timeout_ms=ADMIN_TIMEOUT_MS, validate_only=False)
+    got = call(broker.addr, req, 7, timeout=EVENTUALLY).topics
     assert [t.error_code for t in got] == [POLICY_VIOLATION, POLICY_VIOLATION]
     assert [t.error_code for t in metadata(broker.addr, pair, 12).topics] == [UNKNOWN_TOPIC_OR_PARTITION] * 2
     topic, _ = existing
     P = CreatePartitionsRequest.CreatePartitionsTopic
     req = CreatePartitionsRequest(topics=[P(name=topic, count=2**31 - 1, assignments=None)],
-                                  timeout_ms=10000, validate_only=False)
-    (r,) = call(broker.addr, req, 3).results
+                                  timeout_ms=ADMIN_TIMEOUT_MS, validate_only=False)
+    (r,) = call(broker.addr, req, 3, timeout=EVENTUALLY).results
     assert r.error_code == POLICY_VIOLATION and "Excessively large" in r.error_message
 
 
@@ -466,14 +473,14 @@ def test_confluent_admin_describes_and_alters_configs(broker):
                          incremental_configs=[ConfigEntry("compression.type", "lz4",
                                                           incremental_operation=AlterConfigOpType.SET)])
     for f in admin.incremental_alter_configs([res]).values():
-        f.result(timeout=20)
+        f.result(timeout=EVENTUALLY)
     configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-    entries = list(configs.values())[0].result(timeout=20)
+    entries = list(configs.values())[0].result(timeout=EVENTUALLY)
     assert entries["compression.type"].value == "lz4"
     assert not entries["compression.type"].is_default
     assert entries["retention.ms"].is_default
     broker_entries = list(admin.describe_configs(
-        [ConfigResource(ConfigResource.Type.BROKER, "0")]).values())[0].result(timeout=20)
+        [ConfigResource(ConfigResource.Type.BROKER, "0")]).values())[0].result(timeout=EVENTUALLY)
     assert broker_entries["advertised.listeners"].value == f"PLAINTEXT://{broker.addr}"
     assert broker_entries["advertised.listeners"].is_read_only
 
@@ -490,11 +497,11 @@ def test_incremental_alter_configs_appends_to_and_subtracts_from_list_configs(br
         res = ConfigResource(ConfigResource.Type.TOPIC, topic,
                              incremental_configs=[ConfigEntry(name, value, incremental_operation=op)])
         for f in admin.incremental_alter_configs([res]).values():
-            f.result(timeout=20)
+            f.result(timeout=EVENTUALLY)
 
     def value(name):
         configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-        return list(configs.values())[0].result(timeout=20)[name].value
+        return list(configs.values())[0].result(timeout=EVENTUALLY)[name].value
 
     alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)
     assert value("cleanup.policy") == "delete,compact"  # appended to the default
@@ -530,10 +537,10 @@ def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance
             sorted(p.partition for p in parts)))
         return c
 
-    def pump(consumers, until, timeout=40):
+    def pump(consumers, until, timeout=EVENTUALLY):
         deadline = time.time() + timeout
         while not until():
-            assert time.time() < deadline, assigned
+            assert time.time() < deadline, f"not yet after {timeout} s: {assigned}"
             for c in consumers:
                 c.poll(0.1)
 
@@ -567,15 +574,15 @@ def test_a_pattern_subscription_sees_topics_made_after_it(broker):
     p = Producer({"bootstrap.servers": broker.addr})
     for t in (f"{prefix}-made", f"{prefix}-auto"):
         p.produce(t, t.encode())
-    assert p.flush(20) == 0
+    assert p.flush(EVENTUALLY) == 0
     seen = set()
-    deadline = time.time() + 40
+    deadline = time.time() + EVENTUALLY
     while len(seen) < 2 and time.time() < deadline:
         m = c.poll(0.2)
         if m is not None and m.error() is None:
             seen.add(m.topic())
     c.close()
-    assert seen == {f"{prefix}-made", f"{prefix}-auto"}
+    assert seen == {f"{prefix}-made", f"{prefix}-auto"}, f"read from {seen} in {EVENTUALLY} s"
 
 
 # 7. Internal topics: kaas keeps their content as files; they do not exist.
@@ -595,7 +602,7 @@ def test_admin_tools_list_topics_with_and_without_internal_ones(broker, existing
     from kafka import KafkaAdminClient
 
     topic, _ = existing
-    listed = AdminClient({"bootstrap.servers": broker.addr}).list_topics(timeout=20).topics
+    listed = AdminClient({"bootstrap.servers": broker.addr}).list_topics(timeout=EVENTUALLY).topics
     assert topic in listed and not any(t.startswith("__") for t in listed)
     admin = KafkaAdminClient(bootstrap_servers=broker.addr)
     try:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from test_groups import (
+    EVENTUALLY,
     Ledger,
     assigned,
     cluster,  # noqa: F401 (the fixture)
@@ -42,26 +43,26 @@ def test_members_split_rebalance_and_commit(cluster):
         m.subscribe([topic])
         members.append(m)
         a = pump_until(ledger, members, P, lambda a: exclusive_and_complete(a, P)
-                       and max(map(len, a)) - min(map(len, a)) <= 1, 30, f"{n} members sharing")
+                       and max(map(len, a)) - min(map(len, a)) <= 1, EVENTUALLY, f"{n} members sharing")
         print(f"{n} member(s) {a} after {time.time() - started:.1f} s")
-    pump_until(ledger, members, P, lambda a: set(ledger.count) >= produced, 30, "everything consumed")
+    pump_until(ledger, members, P, lambda a: set(ledger.count) >= produced, EVENTUALLY, "everything consumed")
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    desc = admin.describe_consumer_groups([group])[group].result(timeout=EVENTUALLY)
     assert desc.type == ConsumerGroupType.CONSUMER, desc
     assert desc.state == ConsumerGroupState.STABLE and len(desc.members) == 3, desc
     owned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
     assert owned == list(range(P)), desc
-    listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=10)
+    listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=EVENTUALLY)
     assert group in {g.group_id for g in listed.valid}, listed.valid
-    listed = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=10)
+    listed = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=EVENTUALLY)
     assert group not in {g.group_id for g in listed.valid}
 
     # A member leaves: the other two take its partitions.
     members.pop().close()
     produced |= ck_produce(bootstrap, topic, range(600, 1200), P)
     pump_until(ledger, members, P, lambda a: exclusive_and_complete(a, P)
-               and set(ledger.count) >= produced, 30, "two members after a leave")
+               and set(ledger.count) >= produced, EVENTUALLY, "two members after a leave")
     assert ledger.duplicates() == {}, "nothing committed is read twice"
     for m in members:
         m.close()
@@ -69,7 +70,7 @@ def test_members_split_rebalance_and_commit(cluster):
     # A new member starts from the committed offsets: nothing more to read.
     m = ck_consumer(bootstrap, group, "consumer")
     m.subscribe([topic])
-    pump_until(ledger, [m], P, lambda a: exclusive_and_complete(a, P), 30, "one new member")
+    pump_until(ledger, [m], P, lambda a: exclusive_and_complete(a, P), EVENTUALLY, "one new member")
     end = time.time() + 2
     while time.time() < end:
         ledger.pump([m])
@@ -95,7 +96,7 @@ def test_a_static_member_restarting_gets_its_partitions_back(cluster):
 
     a, b = static("a"), static("b")
     split = pump_until(ledger, [a, b], P, lambda x: exclusive_and_complete(x, P)
-                       and len(x[0]) == len(x[1]), 30, "two static members sharing")
+                       and len(x[0]) == len(x[1]), EVENTUALLY, "two static members sharing")
     a.close()
     # b keeps exactly its partitions while a is away ...
     end = time.time() + 3
@@ -103,7 +104,7 @@ def test_a_static_member_restarting_gets_its_partitions_back(cluster):
         ledger.pump([b])
         assert assigned(b) == split[1]
     a = static("a")
-    again = pump_until(ledger, [a, b], P, lambda x: exclusive_and_complete(x, P), 30,
+    again = pump_until(ledger, [a, b], P, lambda x: exclusive_and_complete(x, P), EVENTUALLY,
                        "the static member back")
     # ... and a gets its own back.
     assert again == split, (split, again)
@@ -124,18 +125,18 @@ def test_a_regex_subscription_sees_topics_made_later(cluster):
     m = ck_consumer(bootstrap, group_name(), "consumer")
     m.subscribe([f"^{prefix}-.*"])
     ledger = Ledger()
-    wait_until(lambda: ledger.pump([m]) or {tp.topic for tp in m.assignment()} == {first}, 30,
+    wait_until(lambda: ledger.pump([m]) or {tp.topic for tp in m.assignment()} == {first}, EVENTUALLY,
                "the first matching topic")
     create_topic(bootstrap, later, 3)
     produced = ck_produce(bootstrap, later, range(30), 3)
-    wait_until(lambda: ledger.pump([m]) or set(ledger.count) >= produced, 30,
+    wait_until(lambda: ledger.pump([m]) or set(ledger.count) >= produced, EVENTUALLY,
                "the topic made after the subscription consumed")
     assert {tp.topic for tp in m.assignment()} == {first, later}
     m.close()
 
 
 def test_an_unknown_assignor_is_refused(cluster):
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
     c = cluster(1, "kip848-assignor")
     bootstrap = c.bootstrap()
@@ -143,7 +144,7 @@ def test_an_unknown_assignor_is_refused(cluster):
     create_topic(bootstrap, topic, 1)
     m = ck_consumer(bootstrap, group_name(), "consumer", **{"group.remote.assignor": "sticky"})
     m.subscribe([topic])
-    deadline = time.time() + 20
+    deadline = time.time() + EVENTUALLY
     error = None
     while error is None and time.time() < deadline:
         msg = m.poll(0.2)
@@ -169,10 +170,10 @@ def test_the_two_protocols_do_not_share_a_live_group(cluster, first):
     ledger = Ledger()
     one = ck_consumer(bootstrap, group, first)
     one.subscribe([topic])
-    pump_until(ledger, [one], 2, lambda a: exclusive_and_complete(a, 2), 30, "the first member")
+    pump_until(ledger, [one], 2, lambda a: exclusive_and_complete(a, 2), EVENTUALLY, "the first member")
     other = ck_consumer(bootstrap, group, "consumer" if first == "classic" else "classic")
     other.subscribe([topic])
-    deadline = time.time() + 20
+    deadline = time.time() + EVENTUALLY
     error = None
     while error is None and time.time() < deadline:
         ledger.pump([one])
@@ -208,7 +209,7 @@ def test_the_range_assignor_co_partitions(cluster):
         by = [{(tp.topic, tp.partition) for tp in m.assignment()} for m in ms]
         return by if all(len(b) == 4 for b in by) else None
 
-    by = wait_until(lambda: ledger.pump(members) or split(members), 30, "a range split")
+    by = wait_until(lambda: ledger.pump(members) or split(members), EVENTUALLY, "a range split")
     for owned in by:
         assert {p for t, p in owned if t == t1} == {p for t, p in owned if t == t2}, by
     assert by[0].isdisjoint(by[1])

@@ -12,15 +12,19 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka import admin as ck
 from kafka import admin as kp
+from kafka.errors import KafkaError as KpError
 from kafka.structs import TopicPartition as KpTopicPartition
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kaasproc import free_port, start  # noqa: E402
 
-T = 30
+# How long a wait for something that should happen soon may take: the CI
+# box is small and busy; waits end as soon as the condition holds.
+EVENTUALLY = 120
+T = EVENTUALLY
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +40,7 @@ def cluster():
     for p in procs:
         p.terminate()
     for p in procs:
-        p.wait(timeout=20)
+        p.wait(timeout=60)
 
 
 def leaders(admin, topic):
@@ -45,12 +49,17 @@ def leaders(admin, topic):
 
 
 def wait_for(what, check, timeout=T):
+    """Calls `check` until it returns something true and returns that; a
+    client's exception counts as false, and is named if time runs out."""
     deadline = time.monotonic() + timeout
     while True:
-        got = check()
+        try:
+            got, error = check(), None
+        except (KafkaException, KpError) as e:
+            got, error = None, e
         if got:
             return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} (last error: {error!r})"
         time.sleep(0.2)
 
 
@@ -62,7 +71,7 @@ def test_a_reassignment_moves_the_leader_and_keeps_every_message(cluster):
     # Three brokers, three partitions: once all three brokers are in the
     # assignment, each leads one.
     before = wait_for("three leaders", lambda: (lambda l: l if len(set(l.values())) == 3 else None)(
-        leaders(ckadmin, topic)), timeout=60)
+        leaders(ckadmin, topic)))
     p = Producer({"bootstrap.servers": cluster, "acks": "all", "enable.idempotence": True})
     sent = [f"m{i}".encode() for i in range(300)]
     for v in sent[:100]:
@@ -92,11 +101,13 @@ def test_a_reassignment_moves_the_leader_and_keeps_every_message(cluster):
         if m is not None and not m.error():
             got.append(m.value())
     c.close()
-    assert got == sent
-    # The other partitions stayed where they were; the move is kept: asked
-    # again for the same broker, nothing is ongoing.
-    after = leaders(ckadmin, topic)
-    assert after[1] == before[1] or after[2] == before[2]
+    assert got == sent, f"read {len(got)} of {len(sent)} in {T} s"
+    # The other partitions stayed where they were (polled: the brokers' 4 s
+    # sessions may lapse on a busy machine and move leaders for a while);
+    # the move is kept: asked again for the same broker, nothing is ongoing.
+    after = wait_for("partition 1 or 2 to be led as before", lambda: (
+        lambda a: a if a[1] == before[1] or a[2] == before[2] else None)(leaders(ckadmin, topic)))
+    assert after[1] == before[1] or after[2] == before[2], (before, after)
     assert kpadmin.alter_partition_reassignments({tp: [target]}) == {tp: None}
     assert kpadmin.list_partition_reassignments({topic: [0]}) == {}
     kpadmin.close()

@@ -84,7 +84,8 @@ for id in 0 1 2; do
         exit 1
     }
 done
-for _ in $(seq 1 150); do
+ready_by=$((SECONDS + 120))
+while [ "$SECONDS" -lt "$ready_by" ]; do
     up=0
     for id in 0 1 2; do
         python3 -c "import sys,urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:${health[$id]}/readyz', timeout=2).status != 200)" 2>/dev/null && up=$((up + 1))
@@ -92,7 +93,7 @@ for _ in $(seq 1 150); do
     [ "$up" = 3 ] && break
     sleep 0.2
 done
-[ "$up" = 3 ] || { echo "the secured brokers did not become ready" >&2; exit 1; }
+[ "$up" = 3 ] || { echo "only $up of 3 secured brokers ready after 120 s" >&2; exit 1; }
 echo "3 secured brokers ready (SASL_SSL for clients, PLAINTEXT between brokers, ACLs on)"
 
 source ci/clients/venv.sh

@@ -76,11 +76,13 @@ EOF
 }
 wait_for() {
     local what=$1
-    for _ in $(seq 1 300); do
+    # A condition, not a pace: a busy machine gets two minutes.
+    local until=$((SECONDS + 120))
+    while [ "$SECONDS" -lt "$until" ]; do
         if eval "$what"; then return 0; fi
         sleep 0.2
     done
-    echo "timed out waiting for: $what" >&2
+    echo "timed out after 120 s waiting for: $what" >&2
     kcat -b "$bootstrap" -L >&2 || true
     return 1
 }

@@ -392,10 +392,16 @@ def round_d(vol, work, rng, checker_out):
             time.sleep(0.5)
             injected = vol.stats()["faults_injected"]
             vol.command(command)
-            time.sleep(1.5)
+            # On until an operation met it (however slow the machine), then
+            # a moment more, so that the broker's retries meet it too.
+            met_by = time.monotonic() + 120
+            while vol.stats()["faults_injected"] <= injected:
+                if time.monotonic() > met_by:
+                    vol.command("clear")
+                    raise Failure(f"(d) {what}: no operation met the fault in 120 s")
+                time.sleep(0.1)
+            time.sleep(1.0)
             vol.command("clear")
-            if vol.stats()["faults_injected"] <= injected:
-                raise Failure(f"(d) {what}: no operation met the fault")
             time.sleep(1.0)
             restarted = ""
             if cluster.procs[0].poll() is not None:
