@@ -161,7 +161,8 @@ pub struct Config {
     pub ssl_ca_file: Option<PathBuf>,
 
     /// Client certificates on SSL listeners (ssl.client.auth): a verified
-    /// certificate's subject is the connection's principal.
+    /// certificate's subject is the connection's principal. SASL_SSL
+    /// listeners ask for none: SASL names their principal (KIP-684).
     #[arg(long, env = "KAAS_SSL_CLIENT_AUTH", value_enum, default_value = "none")]
     pub ssl_client_auth: crate::security::tls_files::ClientAuth,
 
@@ -619,12 +620,24 @@ impl Config {
         Ok(listeners)
     }
 
-    pub fn tls_files(&self) -> Option<crate::security::tls_files::TlsFiles> {
+    /// The TLS settings of a listener of `protocol`. `--ssl-client-auth`
+    /// applies to SSL listeners only: a SASL_SSL client is authenticated
+    /// by SASL and asked for no certificate (KIP-684).
+    pub fn tls_files(
+        &self,
+        protocol: crate::security::SecurityProtocol,
+    ) -> Option<crate::security::tls_files::TlsFiles> {
+        use crate::security::SecurityProtocol;
+        use crate::security::tls_files::ClientAuth;
+        let client_auth = match protocol {
+            SecurityProtocol::Ssl => self.ssl_client_auth,
+            _ => ClientAuth::None,
+        };
         Some(crate::security::tls_files::TlsFiles {
             cert: self.ssl_cert_file.clone()?,
             key: self.ssl_key_file.clone()?,
             ca: self.ssl_ca_file.clone(),
-            client_auth: self.ssl_client_auth,
+            client_auth,
             principal_from: self.ssl_principal,
         })
     }

@@ -65,11 +65,14 @@ mod production {
                 return ExitCode::FAILURE;
             }
         };
+        // Listening from here on: a SIGTERM during start-up (a pod
+        // deleted while it starts) is a shutdown, not the default death.
+        let signals = runtime.block_on(async { Signals::listen() });
         tracing::info!(data_dir = %volume.root().display(), "volume opened");
         let ran = runtime.block_on(broker::node::run(
             Arc::new(volume),
             config,
-            shutdown_signal(),
+            signals.shutdown(),
         ));
         // A volume call that hangs holds a blocking thread, and dropping
         // the runtime would wait for it forever: SIGTERM must stop the
@@ -277,24 +280,50 @@ mod production {
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            // A closed stderr (`kaas 2>&1 | head`) drops the log lines; the
+            // default reports that with eprintln!, which panics there.
+            .log_internal_errors(false)
             .init();
     }
 
-    /// Completes on ctrl-c or SIGTERM (what Kubernetes sends before killing a pod).
-    async fn shutdown_signal() {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; ctrl-c only");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
+    /// SIGTERM (what Kubernetes sends before killing a pod) and ctrl-c.
+    struct Signals {
+        term: Option<tokio::signal::unix::Signal>,
+        interrupt: Option<tokio::signal::unix::Signal>,
+    }
+
+    impl Signals {
+        /// Registers the handlers; must run inside the runtime.
+        fn listen() -> Self {
+            use tokio::signal::unix::{SignalKind, signal};
+            let open = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for {name}");
+                    None
+                }
+            };
+            Self {
+                term: open(SignalKind::terminate(), "SIGTERM"),
+                interrupt: open(SignalKind::interrupt(), "SIGINT"),
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
         }
-        tracing::info!("shutdown requested");
+
+        /// Completes on the first of them.
+        async fn shutdown(mut self) {
+            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                _ = next(&mut self.term) => {}
+                _ = next(&mut self.interrupt) => {}
+            }
+            tracing::info!("shutdown requested");
+        }
     }
 }

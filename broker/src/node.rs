@@ -46,27 +46,47 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    tokio::pin!(shutdown);
     let metrics = Metrics::new();
     let vfs: Arc<dyn Vfs> = Arc::new(Observed::new(vfs, metrics.volume_observer()));
-    let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
-    let (listeners, health, readiness) = listen(&config, &metrics).await?;
-    if config.advertised_check_secs > 0 {
-        startup::check_advertised(
-            &config.advertised(),
-            Duration::from_secs(config.advertised_check_secs),
-        )
-        .await?;
-    }
-    let mut node = Node::new(vfs, config, listeners, readiness, metrics);
-    node.load_security().await?;
-    tracing::info!(
-        broker_id = node.hb.broker_id,
-        incarnation = format_args!("{:016x}", node.hb.incarnation),
-        swept,
-        cluster_id,
-        "broker started"
-    );
-    let beater = node.start_beater().await;
+    // Start-up serves nothing yet, so a shutdown during it just stops: its
+    // volume steps are each atomic and re-driven by the next start, as
+    // after a crash there.
+    let starting = async {
+        let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
+        let (listeners, health, readiness) = listen(&config, &metrics).await?;
+        if config.advertised_check_secs > 0 {
+            startup::check_advertised(
+                &config.advertised(),
+                Duration::from_secs(config.advertised_check_secs),
+            )
+            .await?;
+        }
+        let mut node = Node::new(
+            vfs.clone(),
+            config.clone(),
+            listeners,
+            readiness,
+            metrics.clone(),
+        );
+        node.load_security().await?;
+        tracing::info!(
+            broker_id = node.hb.broker_id,
+            incarnation = format_args!("{:016x}", node.hb.incarnation),
+            swept,
+            cluster_id,
+            "broker started"
+        );
+        let beater = node.start_beater().await;
+        Ok::<_, io::Error>((node, beater, health))
+    };
+    let (mut node, beater, health) = tokio::select! {
+        started = starting => started?,
+        () = &mut shutdown => {
+            tracing::info!("shutdown requested during start-up: stopping before serving");
+            return Ok(());
+        }
+    };
     node.follow(shutdown).await;
     let hand_off = hand_off_deadline(&node.config);
     if tokio::time::timeout(hand_off, node.hand_off(beater.stop()))
@@ -152,16 +172,23 @@ async fn listen(
     let listeners = config
         .listeners()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // One acceptor per TLS protocol in use: SSL and SASL_SSL differ in
+    // whether they ask for client certificates.
     #[cfg(not(madsim))]
-    let tls = match config.tls_files() {
-        Some(files) if listeners.iter().any(|l| l.protocol.tls()) => {
+    let mut tls = BTreeMap::new();
+    #[cfg(not(madsim))]
+    for l in listeners.iter().filter(|l| l.protocol.tls()) {
+        let key = l.protocol.to_string();
+        if tls.contains_key(&key) {
+            continue;
+        }
+        if let Some(files) = config.tls_files(l.protocol) {
             let r = crate::security::tls::Reloading::new(files)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS: {e}")))?;
             tokio::spawn(r.clone().watch(Duration::from_secs(config.ssl_reload_secs)));
-            Some(r)
+            tls.insert(key, r);
         }
-        _ => None,
-    };
+    }
     let mut bound = Vec::new();
     for l in listeners {
         let socket = TcpListener::bind(l.bind).await.map_err(|e| {
@@ -182,7 +209,7 @@ async fn listen(
             protocol: l.protocol,
             inter_broker: *inter_broker_listener(config) == *l.name,
             #[cfg(not(madsim))]
-            tls: l.protocol.tls().then(|| tls.clone()).flatten(),
+            tls: tls.get(&l.protocol.to_string()).cloned(),
         };
         bound.push((info, socket));
     }

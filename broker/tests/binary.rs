@@ -202,3 +202,75 @@ fn fsck_exit_codes_say_clean_problems_or_unreadable() {
     );
     assert!(!scratch.path().join("topics/.tombstone-gone").exists());
 }
+
+/// Sends SIGTERM to `child` and waits up to a minute for its exit.
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    for _ in 0..600 {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().expect("kill");
+    panic!("kaas did not stop within a minute of SIGTERM");
+}
+
+#[test]
+fn a_closed_stderr_neither_panics_nor_stops_the_broker() {
+    use std::io::BufRead;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = kaas()
+        .env("KAAS_LOG", "info")
+        .arg("--data-dir")
+        .arg(scratch.path())
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kaas");
+    // `kaas 2>&1 | head -3`: three lines read, then the pipe is closed.
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    for _ in 0..3 {
+        lines.next().expect("a log line").expect("read");
+    }
+    drop(lines);
+    // The broker's shutdown logs into the closed pipe.
+    let status = terminate(&mut child);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[test]
+fn sigterm_during_start_up_is_a_clean_shutdown() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let mut child = kaas()
+        .env("KAAS_LOG", "info")
+        .arg("--data-dir")
+        .arg(scratch.path())
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kaas");
+    // Once the volume is opened the signal handlers are in place, long
+    // before the broker serves.
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.contains("volume opened") {
+            break;
+        }
+    }
+    let status = terminate(&mut child);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -28,6 +28,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes, encode_request_he
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+#[path = "protocol/refusals.rs"]
+mod refusals;
+
 async fn start(config: ProtocolConfig) -> std::net::SocketAddr {
     start_secured(
         config,

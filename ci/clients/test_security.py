@@ -42,6 +42,11 @@ from kaasproc import KAAS, free_port, start  # noqa: E402
 
 ADMIN_PASSWORD = "admin-secret"
 
+# How long a wait for something that should happen soon may take: the CI
+# box is small and busy, so it is generous; waits end as soon as the
+# condition holds.
+EVENTUALLY = 120
+
 
 def openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
@@ -108,7 +113,9 @@ class SecuredCluster:
             "--listener-security-protocol-map", "INTERNAL:PLAINTEXT,SASL:SASL_SSL,MTLS:SSL",
             "--inter-broker-listener-name", "INTERNAL",
             "--ssl-cert-file", self.pem("server.pem"), "--ssl-key-file", self.pem("server.key"),
-            "--ssl-ca-file", self.pem("ca.pem"), "--ssl-client-auth", "requested",
+            # Required on the SSL listener; the SASL_SSL one asks for no
+            # certificate, as in Kafka (KIP-684).
+            "--ssl-ca-file", self.pem("ca.pem"), "--ssl-client-auth", "required",
             "--ssl-reload-secs", "1",
             "--authorizer", "acl", "--super-users", "User:admin",
             "--security-refresh-ms", "500",
@@ -150,7 +157,7 @@ class SecuredCluster:
         for p in self.procs:
             if p and p.poll() is None:
                 p.terminate()
-                p.wait(timeout=20)
+                p.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +183,7 @@ def admin(cluster, i=None):
     return _clients[key]
 
 
-def done(futures, timeout=30):
+def done(futures, timeout=EVENTUALLY):
     return {k: f.result(timeout=timeout) for k, f in futures.items()}
 
 
@@ -191,13 +198,16 @@ def acl(principal, rtype, name, op, pattern=ResourcePatternType.LITERAL):
 
 
 def produce(conf, topic, values, partition=None):
-    """Produces and returns the delivery errors (None for success)."""
+    """Produces and returns the delivery errors (None for success). No
+    retries, so that a refusal is reported as the broker's error; the
+    message timeout is long so that a slow broker is not mistaken for one
+    (callers check for the broker's error code, never just for an error)."""
     errors = []
-    p = Producer({**conf, "message.timeout.ms": 8000, "retries": 0})
+    p = Producer({**conf, "message.timeout.ms": EVENTUALLY * 1000, "retries": 0})
     for v in values:
         kw = {} if partition is None else {"partition": partition}
         p.produce(topic, v.encode(), on_delivery=lambda err, _m: errors.append(err), **kw)
-    p.flush(15)
+    p.flush(EVENTUALLY + 30)
     settle(p)
     return errors
 
@@ -208,6 +218,13 @@ def ok(errors):
     return bool(errors) and all(e is None for e in errors)
 
 
+def refused(errors):
+    """The first delivery failed with the broker's TOPIC_AUTHORIZATION_FAILED
+    (not a local error such as a timeout)."""
+    return (bool(errors) and errors[0] is not None
+            and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
 def settle(p):
     """Drops what a producer still holds and serves its last callbacks, so
     that none runs later, from the garbage collector."""
@@ -215,7 +232,7 @@ def settle(p):
     p.flush(1)
 
 
-def consume(conf, topic, group, count, limit_s=20):
+def consume(conf, topic, group, count, limit_s=EVENTUALLY):
     c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
     c.subscribe([topic])
     got, deadline = [], time.monotonic() + limit_s
@@ -232,11 +249,19 @@ def consume(conf, topic, group, count, limit_s=20):
     return got
 
 
-def eventually(check, limit_s=10.0):
+def eventually(check, limit_s=EVENTUALLY, retry_on=()):
+    """Calls `check` until it returns something true or `limit_s` s pass,
+    and returns its last result. An exception of a type in `retry_on` counts
+    as a false result; if the last call raised one, it is raised again."""
     deadline = time.monotonic() + limit_s
     while True:
-        last = check()
+        try:
+            last, error = check(), None
+        except retry_on as e:
+            last, error = None, e
         if last or time.monotonic() > deadline:
+            if not last and error is not None:
+                raise error
             return last
         time.sleep(0.2)
 
@@ -257,8 +282,7 @@ def test_users_and_acls_set_through_one_broker_apply_on_all(cluster):
     alice = cluster.scram("alice", "alice-pw")
     # Authenticated, but no ACL yet: refused on every partition.
     errors = produce(alice, topic, ["early"])
-    assert errors[0] is not None
-    assert errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert refused(errors), errors
     # The admin grants WRITE and READ through broker 2, and READ on her groups.
     done(admin(cluster, 2).create_acls([
         acl("User:alice", ResourceType.TOPIC, "orders-", AclOperation.WRITE,
@@ -273,10 +297,10 @@ def test_users_and_acls_set_through_one_broker_apply_on_all(cluster):
     for part in range(3):
         assert eventually(lambda: ok(produce(alice, topic, [f"p{part}"], part))), part
     got = consume(alice, topic, f"alice-{uuid.uuid4().hex[:6]}", 3)
-    assert sorted(got) == ["p0", "p1", "p2"]
+    assert sorted(got) == ["p0", "p1", "p2"], f"read {got} in {EVENTUALLY} s"
     # Metadata shows her only what she may describe.
     alice_admin = AdminClient(alice)
-    md = alice_admin.list_topics(timeout=10)
+    md = alice_admin.list_topics(timeout=EVENTUALLY)
     assert topic in md.topics
     assert all(t.startswith("orders-") for t in md.topics), sorted(md.topics)
     # A group she has no ACL on: GROUP_AUTHORIZATION_FAILED (kafka-python
@@ -295,9 +319,15 @@ def test_users_and_acls_set_through_one_broker_apply_on_all(cluster):
         ResourceType.TOPIC, "orders-", ResourcePatternType.PREFIXED, "User:alice", "*",
         AclOperation.WRITE, AclPermissionType.ALLOW)]))
     assert len(list(deleted.values())[0]) == 1
+    # Until every broker has refreshed, a write may still succeed; a local
+    # error (a timeout) is no refusal either: try again.
     for part in range(3):
-        refused = eventually(lambda: (produce(alice, topic, ["late"], part)[0] or None))
-        assert refused and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, part
+        seen = []
+
+        def late():
+            seen[:] = produce(alice, topic, ["late"], part)
+            return refused(seen)
+        assert eventually(late), (part, seen)
     # She cannot change ACLs or credentials herself.
     with pytest.raises(KafkaException) as e:
         done(alice_admin.create_acls([
@@ -316,12 +346,57 @@ def test_client_certificates_name_the_principal(cluster):
     app = cluster.cert("app")
     assert eventually(lambda: ok(produce(app, topic, ["by-cert"])))
     errors = produce(cluster.cert("stranger"), topic, ["nope"])
-    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert refused(errors), errors
+
+
+def test_ssl_client_auth_applies_to_ssl_listeners_only(cluster):
+    """KIP-684: `--ssl-client-auth required` makes an SSL client present a
+    certificate; a SASL_SSL client, authenticated by SASL, needs none."""
+    topic = f"kip684-{uuid.uuid4().hex[:6]}"
+    done(admin(cluster).create_topics([NewTopic(topic, 1, 1)]))
+    assert eventually(lambda: ok(produce(cluster.scram("admin", ADMIN_PASSWORD), topic, ["sasl"])))
+    with_cert = {k: v for k, v in cluster.cert("app").items()}
+    assert eventually(lambda: AdminClient(with_cert).list_topics(timeout=30).brokers,
+                      retry_on=(KafkaException,))
+    no_cert = {k: v for k, v in with_cert.items() if not k.startswith("ssl.certificate")
+               and not k.startswith("ssl.key")}
+    with pytest.raises(KafkaException):
+        AdminClient(no_cert).list_topics(timeout=10)
+
+
+def test_a_consumer_without_a_group_acl_is_told_so(cluster):
+    """FindCoordinator at the versions librdkafka sends (v2 here) refused
+    with GROUP_AUTHORIZATION_FAILED, not a dropped connection ("all broker
+    connections are down")."""
+    topic = f"nogroup-{uuid.uuid4().hex[:6]}"
+    done(admin(cluster).create_topics([NewTopic(topic, 1, 1)]))
+    add_user(cluster, "reader", "r-pass")
+    done(admin(cluster).create_acls([acl("User:reader", ResourceType.TOPIC, topic, AclOperation.READ)]))
+    c = Consumer({**cluster.scram("reader", "r-pass"), "group.id": "not-allowed",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + EVENTUALLY
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error():
+            seen.append(m.error())
+            if m.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                break
+    c.close()
+    assert seen and seen[-1].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, seen
+
+
+def test_a_server_certificate_near_its_end_is_warned_of_at_start(cluster):
+    # The fixture's certificates are issued for 2 days.
+    with open(os.path.join(cluster.dir, "kaas-0.log")) as f:
+        log = f.read()
+    assert "TLS certificate expires in " in log, "no expiry warning at start-up"
 
 
 def test_kafka_python_over_sasl_ssl_and_with_a_client_certificate(cluster):
     from kafka import KafkaConsumer, KafkaProducer
-    from kafka.errors import TopicAuthorizationFailedError
+    from kafka.errors import KafkaError as KpError, TopicAuthorizationFailedError
     topic = f"orders-kp-{uuid.uuid4().hex[:6]}"
     done(admin(cluster).create_topics([NewTopic(topic, 1, 1)]))
     add_user(cluster, "bob", "bob-pw")
@@ -332,24 +407,41 @@ def test_kafka_python_over_sasl_ssl_and_with_a_client_certificate(cluster):
                   sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob",
                   sasl_plain_password="bob-pw", ssl_cafile=cluster.pem("ca.pem"))
 
+    # Refused until the brokers have refreshed the ACLs: try again then.
+    # One attempt waits for as long as the whole (a send that timed out
+    # might still be delivered, and the record be read twice).
     def send():
         p = KafkaProducer(**common)
         try:
-            p.send(topic, b"kp-1").get(timeout=10)
+            p.send(topic, b"kp-1").get(timeout=EVENTUALLY)
             return True
         finally:
             p.close()
-    assert eventually(send)
-    c = KafkaConsumer(topic, group_id="bob-g", auto_offset_reset="earliest",
-                      consumer_timeout_ms=8000, **common)
-    assert [m.value for m in c] == [b"kp-1"]
-    c.close()
-    # A client certificate without rights: kafka-python's error for it.
+    assert eventually(send, retry_on=(KpError,))
+    c = KafkaConsumer(topic, group_id="bob-g", auto_offset_reset="earliest", **common)
+    got, last_error = [], None
+    deadline = time.monotonic() + EVENTUALLY
+    try:
+        while not got and time.monotonic() < deadline:
+            try:
+                for records in c.poll(timeout_ms=1000).values():
+                    got.extend(m.value for m in records)
+            except KpError as e:
+                last_error = e
+                time.sleep(0.5)
+        # And nothing more (a second copy) follows.
+        for records in c.poll(timeout_ms=2000).values():
+            got.extend(m.value for m in records)
+    finally:
+        c.close()
+    assert got == [b"kp-1"], f"read {got} in {EVENTUALLY} s; last error: {last_error!r}"
+    # A client certificate without rights: kafka-python's error for it. The
+    # block time is long so that a slow metadata answer is not a timeout.
     p = KafkaProducer(bootstrap_servers=cluster.mtls().split(","), security_protocol="SSL",
                       ssl_cafile=cluster.pem("ca.pem"), ssl_certfile=cluster.pem("stranger.pem"),
-                      ssl_keyfile=cluster.pem("stranger.key"), max_block_ms=8000)
+                      ssl_keyfile=cluster.pem("stranger.key"), max_block_ms=EVENTUALLY * 1000)
     with pytest.raises(TopicAuthorizationFailedError):
-        p.send(topic, b"x").get(timeout=10)
+        p.send(topic, b"x").get(timeout=EVENTUALLY)
     p.close()
 
 
@@ -373,12 +465,12 @@ def test_kcat_over_sasl_ssl(cluster):
     scram = ["-X", "sasl.mechanisms=SCRAM-SHA-512", *common]
     sasl = scram if fixed else ["-X", "sasl.mechanisms=PLAIN", *common]
     subprocess.run(["kcat", *sasl, "-P", "-t", topic], input=b"one\ntwo\n", check=True,
-                   timeout=30)
+                   timeout=EVENTUALLY)
     out = subprocess.run(["kcat", *sasl, "-C", "-t", topic, "-e", "-o", "beginning"],
-                         check=True, capture_output=True, timeout=30).stdout
+                         check=True, capture_output=True, timeout=EVENTUALLY).stdout
     assert out.split() == [b"one", b"two"]
     if not fixed:
-        r = subprocess.run(["kcat", *scram, "-L", "-m", "3"], capture_output=True, timeout=30)
+        r = subprocess.run(["kcat", *scram, "-L", "-m", "3"], capture_output=True, timeout=EVENTUALLY)
         assert r.returncode != 0
         logs = "".join(open(os.path.join(cluster.dir, f"kaas-{i}.log")).read() for i in range(3))
         assert "librdkafka#4895" in logs
@@ -399,25 +491,26 @@ def test_a_rotated_certificate_is_served_without_dropping_connections(cluster):
     done(admin(cluster).create_topics([NewTopic(topic, 1, 1)]))
     port = cluster.ports[0]["sasl"]
     before = served_serial(port)
-    p = Producer({**cluster.scram("admin", ADMIN_PASSWORD), "message.timeout.ms": 8000})
+    p = Producer({**cluster.scram("admin", ADMIN_PASSWORD),
+                  "message.timeout.ms": EVENTUALLY * 1000})
     p.produce(topic, b"before")
-    assert p.flush(10) == 0
+    assert p.flush(EVENTUALLY + 30) == 0
     # Rotate in place, as a Secret update does: a new key and certificate.
     issue(cluster.pki, "server-next", "/CN=kaas", san="IP:127.0.0.1,DNS:localhost")
     for ext in ("pem", "key"):
         os.replace(cluster.pem(f"server-next.{ext}"), cluster.pem(f"server.{ext}"))
-    assert eventually(lambda: served_serial(port) != before, limit_s=10)
+    assert eventually(lambda: served_serial(port) != before)
     # The producer's connections, opened before, still work.
     p.produce(topic, b"after")
-    assert p.flush(10) == 0
+    assert p.flush(EVENTUALLY + 30) == 0
     c = Consumer({**cluster.scram("admin", ADMIN_PASSWORD), "group.id": "rot",
                   "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, 0, 0)])
     got = []
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + EVENTUALLY
     while len(got) < 2 and time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is not None and not m.error():
             got.append(m.value())
     c.close()
-    assert got == [b"before", b"after"]
+    assert got == [b"before", b"after"], f"read {got} in {EVENTUALLY} s"

@@ -35,6 +35,7 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     if certs.is_empty() {
         return Err(format!("{}: no certificate in it", files.cert.display()));
     }
+    warn_if_expiring(&files.cert, &certs[0]);
     let key = PrivateKeyDer::from_pem_slice(&read(&files.key)?)
         .map_err(|e| format!("{}: {e}", files.key.display()))?;
     let provider = Arc::new(crypto::ring::default_provider());
@@ -64,6 +65,47 @@ fn build(files: &TlsFiles) -> Result<ServerConfig, String> {
     builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("{} and {}: {e}", files.cert.display(), files.key.display()))
+}
+
+/// A server certificate that has expired or expires within this many days
+/// is logged when loaded: clients refuse it from that day on, and a
+/// rotation that failed upstream (cert-manager) is otherwise unseen.
+const EXPIRY_WARNING_DAYS: i64 = 14;
+
+// Production only: the certificate's dates are wall-clock dates.
+#[allow(clippy::disallowed_methods)]
+fn warn_if_expiring(path: &std::path::Path, cert: &CertificateDer<'_>) {
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(warning) = expiry_warning(parsed.validity().not_after.timestamp(), now) {
+        tracing::warn!(
+            cert = %path.display(),
+            not_after = %parsed.validity().not_after,
+            "TLS certificate {warning}"
+        );
+    }
+}
+
+/// What to say of a certificate valid until `not_after` (Unix seconds).
+fn expiry_warning(not_after: i64, now: i64) -> Option<String> {
+    let left = not_after - now;
+    if left <= 0 {
+        return Some(format!(
+            "expired {} days ago: clients will refuse it",
+            -left / 86_400
+        ));
+    }
+    (left < EXPIRY_WARNING_DAYS * 86_400).then(|| {
+        format!(
+            "expires in {} days {} hours: rotate it",
+            left / 86_400,
+            left % 86_400 / 3_600
+        )
+    })
 }
 
 /// What the files hold now: a Secret is rotated by swapping a symlink, so
@@ -166,4 +208,24 @@ pub fn principal_of(cert: &CertificateDer<'_>, from: PrincipalFrom) -> Option<Pr
         }
     };
     Some(Principal::user(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expiry_warning;
+
+    #[test]
+    fn a_certificate_near_or_past_its_end_is_warned_of() {
+        let day = 86_400;
+        assert_eq!(expiry_warning(100 * day, 0), None);
+        assert_eq!(expiry_warning(14 * day, 0), None);
+        assert_eq!(
+            expiry_warning(13 * day + 5 * 3_600, 0).as_deref(),
+            Some("expires in 13 days 5 hours: rotate it")
+        );
+        assert_eq!(
+            expiry_warning(0, 3 * day).as_deref(),
+            Some("expired 3 days ago: clients will refuse it")
+        );
+    }
 }

@@ -269,8 +269,35 @@ impl Api {
         // v0-v7 name one group; v8+ a list of them.
         if r.groups.is_empty() {
             if !self.may_group(s, Operation::Describe, r.group_id.as_str()) {
+                use kafka_protocol::messages::offset_fetch_response::{
+                    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+                };
+                // v0-v1 have no group error: each partition asked carries
+                // it (`fit_to_version` keeps the form of the version).
+                let topics = r
+                    .topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(
+                                t.partition_indexes
+                                    .iter()
+                                    .map(|&p| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(-1)
+                                            .with_error_code(denied)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
                 return Authz::Refuse(ResponseKind::OffsetFetch(
-                    OffsetFetchResponse::default().with_error_code(denied),
+                    OffsetFetchResponse::default()
+                        .with_error_code(denied)
+                        .with_topics(topics),
                 ));
             }
         } else {
@@ -342,18 +369,13 @@ impl Api {
             if self.may(s, Operation::Describe, resource, r.key.as_str()) {
                 return Authz::Proceed(RequestKind::FindCoordinator(r), None);
             }
+            // The v0-v3 form; `fit_to_version` clears it for v4+, whose
+            // request with no keys locates nothing.
             return Authz::Refuse(ResponseKind::FindCoordinator(
                 FindCoordinatorResponse::default()
                     .with_error_code(code)
                     .with_node_id(kafka_protocol::messages::BrokerId(-1))
-                    .with_port(-1)
-                    .with_coordinators(vec![
-                        Coordinator::default()
-                            .with_key(r.key)
-                            .with_error_code(code)
-                            .with_node_id(kafka_protocol::messages::BrokerId(-1))
-                            .with_port(-1),
-                    ]),
+                    .with_port(-1),
             ));
         }
         let (ok, no) = split(std::mem::take(&mut r.coordinator_keys), |k| {

@@ -124,11 +124,27 @@ impl Api {
 /// Clears what a refusal set that the response cannot carry at the
 /// request's version (the codec refuses to encode a field its version
 /// lacks): the top-level error of ElectLeaders v0 (the partitions carry it)
-/// and of DescribeLogDirs before v3 (Kafka's answer is then an empty list).
+/// and of DescribeLogDirs before v3 (Kafka's answer is then an empty list);
+/// FindCoordinator's single coordinator before v4, its list from v4 on;
+/// a refused OffsetFetch's group error per partition before v2.
 pub(super) fn fit_to_version(response: &mut ResponseKind, version: i16) {
     match response {
         ResponseKind::ElectLeaders(r) if version < 1 => r.error_code = 0,
         ResponseKind::DescribeLogDirs(r) if version < 3 => r.error_code = 0,
+        ResponseKind::FindCoordinator(r) if version < 4 => r.coordinators.clear(),
+        // A refused group: v0-v1 say it per partition, v2+ once.
+        ResponseKind::OffsetFetch(r) if r.groups.is_empty() && r.error_code != 0 => {
+            if version < 2 {
+                r.error_code = 0;
+            } else {
+                r.topics.clear();
+            }
+        }
+        ResponseKind::FindCoordinator(r) => {
+            let coordinators = std::mem::take(&mut r.coordinators);
+            *r = Default::default();
+            r.coordinators = coordinators;
+        }
         _ => {}
     }
 }
