@@ -79,6 +79,7 @@ mod real {
         LogConfig {
             segment_bytes: segment,
             checkpoint_bytes: checkpoint,
+            checkpoint_interval: std::time::Duration::from_secs(3600),
             retention_ms: None,
             retention_bytes: None,
             ..LogConfig::default()

@@ -19,7 +19,8 @@ cluster points --data-dir at the same volume and gets a distinct --broker-id."
 pub struct Config {
     /// Directory of the shared volume (an NFS mount in production; any local
     /// directory for a single broker on a laptop). It must exist and be writable.
-    #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data")]
+    /// (Also accepted after a subcommand: `kaas fsck --data-dir D`.)
+    #[arg(long, env = "KAAS_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
 
     /// Address the Kafka listener binds to.
@@ -307,10 +308,12 @@ pub enum Command {
     ScramUser(ScramUser),
     /// Reads the whole volume at --data-dir and reports damage (a
     /// manifest naming a lost segment, a segment shorter than its manifest
-    /// vouches for, an epoch without its claim, unreadable files), files
+    /// vouches for, a batch failing its CRC with the first bad offset, an
+    /// epoch without its claim, unreadable files), files
     /// nothing refers to, and cleanups pending (temps, staging, tombstones,
-    /// .nfs files). Read-only; safe while the cluster runs. Exit code 0:
-    /// no errors or warnings; 1: some; 2: the volume cannot be read.
+    /// .nfs files), naming each finding's topic. Read-only; safe while the
+    /// cluster runs. Exit code 0: no errors or warnings; 1: some; 2: the
+    /// volume cannot be read or is no kaas volume (no cluster id).
     Fsck(Fsck),
 }
 
@@ -320,10 +323,16 @@ pub struct Fsck {
     #[arg(long)]
     pub json: bool,
     /// First perform the repairs that are safe on a running cluster
-    /// (removing deleted topics' files and segments of superseded epochs
-    /// that no manifest names), and say what was done; then check.
+    /// (removing the files of deleted topics), and say what was done; then
+    /// check. Segments no manifest names are reported, not removed: the
+    /// partition's next leader removes them.
     #[arg(long)]
     pub repair: bool,
+    /// Skip reading back the records (every batch's CRC): check only the
+    /// files and manifests, in seconds instead of the time it takes to
+    /// read the whole volume.
+    #[arg(long)]
+    pub metadata_only: bool,
 }
 
 #[derive(Clone, Debug, clap::Args)]

@@ -70,6 +70,17 @@ impl Leaders {
             .collect()
     }
 
+    /// Checkpoints every partition still led here (see
+    /// [`PartitionLog::checkpoint`]): a broker that stops while it leads
+    /// leaves its logs vouched for to their acknowledged end.
+    pub async fn checkpoint_all(&self) {
+        for ((topic_id, partition), log) in self.led() {
+            if let Err(e) = log.checkpoint().await {
+                tracing::warn!(topic_id, partition, error = %e, "checkpoint at shutdown not written");
+            }
+        }
+    }
+
     pub fn stuck(&self) -> Vec<(String, u32, u32)> {
         lock(&self.stuck).iter().cloned().collect()
     }

@@ -157,22 +157,23 @@ mod production {
             }
         };
         let checked = runtime.block_on(async {
+            broker::fsck::require_volume(&volume).await?;
             let repairs = if args.repair {
                 Some(broker::fsck::repair(&volume).await?)
             } else {
                 None
             };
-            let mut report = broker::fsck::check(&volume).await?;
+            let options = broker::fsck::Options {
+                verify_records: !args.metadata_only,
+            };
+            let mut report = broker::fsck::check_with(&volume, options).await?;
             report.repairs = repairs;
             Ok::<_, std::io::Error>(report)
         });
         let report = match checked {
             Ok(r) => r,
             Err(e) => {
-                eprintln!(
-                    "kaas fsck: cannot read the volume at {}: {e}",
-                    config.data_dir.display()
-                );
+                eprintln!("kaas fsck: {}: {e}", config.data_dir.display());
                 return ExitCode::from(2);
             }
         };

@@ -51,6 +51,7 @@ struct Inner {
     compaction_bytes: IntCounterVec,
     compaction_seconds: HistogramVec,
     compaction_compressed: IntCounter,
+    damaged_reads: IntCounter,
 }
 
 impl Default for Metrics {
@@ -126,6 +127,12 @@ impl Metrics {
                 &r,
                 "connections",
                 "Open connections on the Kafka listeners (clients and other brokers)",
+            ),
+            damaged_reads: single(
+                &r,
+                "damaged_batch_reads_total",
+                "Reads that met a stored batch failing its CRC or size check, answered \
+                 CORRUPT_MESSAGE: damage to the one copy (run kaas fsck)",
             ),
             connections_refused: single(
                 &r,
@@ -288,6 +295,11 @@ impl Metrics {
     /// superseded (a zombie's append, stopped by the fence).
     pub fn fenced(&self, api: &str) {
         self.0.fenced.with_label_values(&[api]).inc();
+    }
+
+    /// A read refused because a stored batch is damaged.
+    pub fn damaged_read(&self) {
+        self.0.damaged_reads.inc();
     }
 
     pub fn bytes_in(&self, topic: &str, n: usize) {

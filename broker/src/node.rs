@@ -586,6 +586,9 @@ impl Node {
             // Alone in the cluster, there is nobody to hand off to.
             if mine == 0 || !others || tokio::time::Instant::now() >= deadline {
                 tracing::info!(broker_id = hb.broker_id, still_leading = mine, "handed off");
+                if mine > 0 {
+                    self.leaders.checkpoint_all().await;
+                }
                 if mine == 0 && others {
                     // Keep answering for two follow periods: clients asking
                     // here get NOT_LEADER_OR_FOLLOWER and metadata naming the

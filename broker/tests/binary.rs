@@ -154,17 +154,52 @@ fn a_conforming_nfs_mount_starts_and_the_override_starts_an_unsafe_one() {
     }
 }
 
+/// Runs a broker on `data` until it has started, then stops it with
+/// SIGTERM: the volume is then a kaas volume, cleanly left.
+fn run_a_broker_on(data: &std::path::Path) {
+    use std::io::BufRead;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = kaas()
+        .env("KAAS_LOG", "info")
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kaas");
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let started = lines.any(|l| l.is_ok_and(|l| l.contains("broker started")));
+    assert!(started, "kaas ended before it started");
+    drop(lines); // a closed stderr is fine (see the test below)
+    assert_eq!(terminate(&mut child).code(), Some(0));
+}
+
 #[test]
 fn fsck_exit_codes_say_clean_problems_or_unreadable() {
     let scratch = tempfile::tempdir().expect("tempdir");
+    // `kaas --data-dir D fsck` and `kaas fsck --data-dir D` alike.
     let run = |dir: &std::path::Path, json: bool| {
         let mut cmd = kaas();
-        cmd.arg("--data-dir").arg(dir).arg("fsck");
         if json {
-            cmd.arg("--json");
+            cmd.arg("--data-dir").arg(dir).args(["fsck", "--json"]);
+        } else {
+            cmd.arg("fsck").arg("--data-dir").arg(dir);
         }
         cmd.output().expect("run kaas fsck")
     };
+    // No broker ever ran here: no kaas volume, however empty and clean.
+    let empty = run(scratch.path(), false);
+    assert_eq!(empty.status.code(), Some(2), "{empty:?}");
+    assert!(
+        String::from_utf8_lossy(&empty.stderr).contains("not a kaas volume"),
+        "{empty:?}"
+    );
+    run_a_broker_on(scratch.path());
     let clean = run(scratch.path(), false);
     assert_eq!(clean.status.code(), Some(0), "{clean:?}");
     assert!(String::from_utf8_lossy(&clean.stdout).contains("0 errors, 0 warnings"));
@@ -201,6 +236,12 @@ fn fsck_exit_codes_say_clean_problems_or_unreadable() {
         "{out}"
     );
     assert!(!scratch.path().join("topics/.tombstone-gone").exists());
+    // Nor is /etc a kaas volume, nor is it repaired.
+    let etc = kaas()
+        .args(["fsck", "--repair", "--data-dir", "/etc"])
+        .output()
+        .expect("run kaas fsck");
+    assert_eq!(etc.status.code(), Some(2), "{etc:?}");
 }
 
 /// Sends SIGTERM to `child` and waits up to a minute for its exit.

@@ -48,6 +48,7 @@ fn compacting() -> LogConfig {
         segment_ms: None,
         index_interval_bytes: 200,
         checkpoint_bytes: 700,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
         retention_ms: None,
         retention_bytes: None,
         compaction: Some(CompactionConfig {

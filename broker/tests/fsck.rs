@@ -68,6 +68,14 @@ async fn write(vfs: &dyn Vfs, path: &Path, data: &'static [u8]) {
 }
 
 #[tokio::test]
+async fn a_directory_without_a_cluster_id_is_no_kaas_volume() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    broker::node::prepare_volume(vfs.as_ref()).await.unwrap();
+    let e = check(vfs.as_ref()).await.unwrap_err();
+    assert!(e.to_string().contains("not a kaas volume"), "{e}");
+}
+
+#[tokio::test]
 async fn a_volume_the_broker_wrote_is_clean() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
     written(&vfs).await;
@@ -106,6 +114,21 @@ async fn lost_and_short_segments_and_missing_claims_are_errors() {
             .count()
     };
     assert_eq!(about(&segments[0]), 1, "{}", report.human());
+    // Every finding about a partition names its topic, as operators do.
+    assert!(
+        report
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .all(|f| f.topic.as_deref() == Some("orders")),
+        "{:?}",
+        report.findings
+    );
+    assert!(
+        report.human().contains("(topic orders)"),
+        "{}",
+        report.human()
+    );
     assert!(
         errors
             .iter()

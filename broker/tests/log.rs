@@ -56,6 +56,7 @@ fn small() -> LogConfig {
         segment_ms: None,
         index_interval_bytes: 300,
         checkpoint_bytes: 1_500,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
         retention_ms: None,
         retention_bytes: None,
         compaction: None,

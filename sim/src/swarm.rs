@@ -77,6 +77,7 @@ pub struct PointRates {
 /// list against the source).
 pub const POINTS: &[&str] = &[
     "assignment.still-newest",
+    "checkpoint.written",
     "claim.slot-created",
     "claim.slot-filled",
     "compaction.manifest-written",
@@ -191,6 +192,7 @@ pub const FAMILIES: &[(&str, &[&str])] = &[
         &[
             "flush.synced",
             "flush.acknowledged",
+            "checkpoint.written",
             "roll.segment-created",
             "roll.indexes-written",
         ],

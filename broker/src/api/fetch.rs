@@ -121,6 +121,12 @@ impl Api {
                                 .with_error_code(code(ResponseError::OffsetOutOfRange))
                                 .with_high_watermark(end)
                                 .with_log_start_offset(start_of(start)),
+                            Err(e @ LogError::Damaged { .. }) => {
+                                self.metrics.damaged_read();
+                                tracing::error!(topic = %name, partition = p.partition, offset = p.fetch_offset, error = %e,
+                                    "a stored batch is damaged: answering CORRUPT_MESSAGE (kaas fsck reports the partition's first bad offset)");
+                                d.with_error_code(code(ResponseError::CorruptMessage))
+                            }
                             Err(e) => {
                                 tracing::warn!(dir = %log.dir().display(), offset = p.fetch_offset, error = %e, "read failed");
                                 d.with_error_code(code(ResponseError::KafkaStorageError))

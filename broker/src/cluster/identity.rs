@@ -71,7 +71,7 @@ pub async fn read(vfs: &dyn Vfs) -> io::Result<Option<String>> {
 /// the proposal is `wanted`, else the id an earlier version recorded in
 /// `cluster/id`, else a random one. With `wanted` set, a volume that
 /// belongs to another cluster is an `InvalidInput` error naming both ids.
-pub(crate) async fn settle(vfs: &dyn Vfs, broker: u32, wanted: Option<&str>) -> io::Result<String> {
+pub async fn settle(vfs: &dyn Vfs, broker: u32, wanted: Option<&str>) -> io::Result<String> {
     let id = match read_id(vfs, &id_file()).await? {
         Some(id) => {
             check(&id, wanted)?;

@@ -20,6 +20,7 @@
 //! (`coordination`); the whole tree for temps and `.nfs` files.
 
 mod coordination;
+mod records;
 mod repair;
 
 pub use repair::{Action, Repairs, repair};
@@ -49,6 +50,10 @@ pub struct Finding {
     pub severity: Severity,
     /// Volume-relative path of the file or directory.
     pub path: String,
+    /// The name of the topic the path lies in, where its meta names it:
+    /// paths name topics by id, operators by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
     pub what: String,
 }
 
@@ -68,6 +73,7 @@ impl Report {
         self.findings.push(Finding {
             severity,
             path: path.display().to_string(),
+            topic: None,
             what: what.into(),
         });
     }
@@ -99,7 +105,10 @@ impl Report {
                 Severity::Warning => "WARNING",
                 Severity::Notice => "notice ",
             };
-            out.push_str(&format!("{kind} {}: {}\n", f.path, f.what));
+            match &f.topic {
+                Some(t) => out.push_str(&format!("{kind} {} (topic {t}): {}\n", f.path, f.what)),
+                None => out.push_str(&format!("{kind} {}: {}\n", f.path, f.what)),
+            }
         }
         out.push_str(&format!(
             "{} topics, {} partitions, {} files read: {} errors, {} warnings, {} notices\n",
@@ -114,17 +123,68 @@ impl Report {
     }
 }
 
-/// Checks the volume. An `Err` is a volume that cannot be read at all
-/// (exit code 2); a part that cannot be read is an error finding.
+/// What a check reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Read back every batch the manifests vouch for and check its CRC:
+    /// the whole volume's data, so as slow as reading it all.
+    pub verify_records: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            verify_records: true,
+        }
+    }
+}
+
+/// Checks the volume, its records included. An `Err` is a volume that
+/// cannot be read at all or is no kaas volume (exit code 2); a part that
+/// cannot be read is an error finding.
 pub async fn check(vfs: &dyn Vfs) -> io::Result<Report> {
+    check_with(vfs, Options::default()).await
+}
+
+/// [`check`], reading what `options` say.
+pub async fn check_with(vfs: &dyn Vfs, options: Options) -> io::Result<Report> {
     let mut report = Report::default();
-    // The top level must be listable: otherwise this is not a volume.
-    vfs.read_dir(Path::new("")).await?;
+    require_volume(vfs).await?;
     walk(vfs, PathBuf::new(), &mut report).await;
-    topics(vfs, &mut report).await;
+    let names = topics(vfs, options, &mut report).await;
     coordination::slots(vfs, &mut report).await;
     coordination::coordination(vfs, &mut report).await;
+    name_topics(&mut report, &names);
     Ok(report)
+}
+
+/// Fails unless `vfs` is a kaas volume: its top level listable and a
+/// cluster id recorded. A directory no broker ever started on (or the empty
+/// mount point of an unmounted volume) is no clean kaas volume: "0 errors"
+/// there would pass a check of the wrong directory, and a repair there
+/// would touch what is not kaas's.
+pub async fn require_volume(vfs: &dyn Vfs) -> io::Result<()> {
+    vfs.read_dir(Path::new("")).await?;
+    if crate::cluster::identity::read(vfs).await?.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "not a kaas volume: no cluster id recorded (cluster/identity/id); is it the right \
+             --data-dir, and is the volume mounted there?",
+        ));
+    }
+    Ok(())
+}
+
+/// Names the topic of each finding under `topics/<id>`.
+fn name_topics(report: &mut Report, names: &std::collections::BTreeMap<String, String>) {
+    let prefix = format!("{}/", layout::TOPICS_DIR);
+    for f in &mut report.findings {
+        let id = f
+            .path
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split('/').next());
+        f.topic = id.and_then(|id| names.get(id)).cloned();
+    }
 }
 
 /// Every entry of the tree: temps and `.nfs` files wherever they are.
@@ -168,14 +228,20 @@ async fn walk(vfs: &dyn Vfs, root: PathBuf, report: &mut Report) {
     }
 }
 
-async fn topics(vfs: &dyn Vfs, report: &mut Report) {
+/// Checks every topic; returns their names by id.
+async fn topics(
+    vfs: &dyn Vfs,
+    options: Options,
+    report: &mut Report,
+) -> std::collections::BTreeMap<String, String> {
+    let mut names = std::collections::BTreeMap::new();
     let dir = Path::new(layout::TOPICS_DIR);
     let entries = match vfs.read_dir(dir).await {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return names,
         Err(e) => {
             report.add(Severity::Error, dir, format!("cannot list: {e}"));
-            return;
+            return names;
         }
     };
     for e in entries {
@@ -220,15 +286,17 @@ async fn topics(vfs: &dyn Vfs, report: &mut Report) {
             }
         };
         report.topics += 1;
+        names.insert(e.name.clone(), meta.name.clone());
         coordination::topic_configs(vfs, &path, report).await;
         for p in 0..meta.partitions {
             report.partitions += 1;
-            partition(vfs, &layout::partition_dir(&meta.id, p), report).await;
+            partition(vfs, &layout::partition_dir(&meta.id, p), options, report).await;
         }
     }
+    names
 }
 
-async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
+async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Report) {
     let audit = match audit_partition(vfs, dir).await {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -285,6 +353,28 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
                     audit.epoch
                 ),
             ),
+            Ok(_) if options.verify_records => {
+                let (base, cleaned) = audit
+                    .segment_of(name)
+                    .unwrap_or((audit.log_start_offset, true));
+                match verify(vfs, &dir.join(name), (base, !cleaned), *vouched).await {
+                    Ok(None) => {}
+                    Ok(Some(d)) => report.add(
+                        Severity::Error,
+                        &dir.join(name),
+                        format!(
+                            "damaged at position {} (first bad offset {}): {}; these \
+                             acknowledged records are answered CORRUPT_MESSAGE, and no takeover \
+                             cuts them (the manifest of epoch {} vouches for them); see \
+                             deploy/README.md, \"A damaged segment\"",
+                            d.position, d.first_bad_offset, d.why, audit.epoch
+                        ),
+                    ),
+                    Err(e) => {
+                        report.add(Severity::Error, &dir.join(name), format!("unreadable: {e}"))
+                    }
+                }
+            }
             Ok(_) => {}
             Err(e) => report.add(Severity::Error, &dir.join(name), format!("unreadable: {e}")),
         }
@@ -313,6 +403,19 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, report: &mut Report) {
             report.add(Severity::Warning, &dir.join(&e.name), why);
         }
     }
+}
+
+/// The first damage in the `vouched` bytes of the segment at `path`.
+async fn verify(
+    vfs: &dyn Vfs,
+    path: &Path,
+    base: (i64, bool),
+    vouched: u64,
+) -> io::Result<Option<records::Damage>> {
+    let f = vfs.open(path, vfs::OpenOptions::read()).await?;
+    let found = records::first_damage(f.as_ref(), base, vouched).await;
+    let _ = f.close().await;
+    found
 }
 
 /// A file's length, from a fresh open (close-to-open makes it current).

@@ -19,6 +19,7 @@ fn config() -> LogConfig {
         segment_bytes: 300,
         index_interval_bytes: 64,
         checkpoint_bytes: 256,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
         ..LogConfig::default()
     }
 }

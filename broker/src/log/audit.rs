@@ -41,6 +41,16 @@ pub struct PartitionAudit {
 }
 
 impl PartitionAudit {
+    /// The base offset of the segment file `name`, and whether compaction
+    /// wrote it (its offsets have gaps), if the manifest names it.
+    pub fn segment_of(&self, name: &str) -> Option<(i64, bool)> {
+        self.manifest
+            .segments
+            .iter()
+            .find(|s| s.file_name() == name)
+            .map(|s| (s.base_offset, s.cleaned.is_some()))
+    }
+
     /// Whether `other` read the same manifest (same epoch, same content).
     pub fn same_manifest(&self, other: &PartitionAudit) -> bool {
         self.manifest == other.manifest

@@ -54,14 +54,11 @@ impl SegmentIndex {
         }
     }
 
-    /// Where to start scanning for `offset`: the last entry at or before it.
-    pub(crate) fn position_for(&self, offset: i64) -> u64 {
+    /// The indexed batch at or before `offset`: its position and base
+    /// offset, or `None` before the first entry (start at position 0).
+    pub(crate) fn entry_for(&self, offset: i64) -> Option<(u64, i64)> {
         let i = self.entries.partition_point(|e| e.offset <= offset);
-        if i == 0 {
-            0
-        } else {
-            self.entries[i - 1].position
-        }
+        (i > 0).then(|| (self.entries[i - 1].position, self.entries[i - 1].offset))
     }
 
     /// The first entry whose batches may hold a timestamp `>= ts`.
@@ -238,9 +235,10 @@ mod tests {
         }
         let positions: Vec<_> = idx.entries.iter().map(|e| e.position).collect();
         assert_eq!(positions, [0, 120, 240, 360]);
-        assert_eq!(idx.position_for(4), 120);
-        assert_eq!(idx.position_for(0), 0);
-        assert_eq!(idx.position_for(100), 360);
+        assert_eq!(idx.entry_for(4), Some((120, 3)));
+        assert_eq!(idx.entry_for(0), Some((0, 0)));
+        assert_eq!(idx.entry_for(100), Some((360, 9)));
+        assert_eq!(idx.entry_for(-1), None);
         assert_eq!(idx.position_for_timestamp(35), Some(120));
         let (a, b) = idx.encode();
         assert_eq!(SegmentIndex::decode(&a, &b, 100).unwrap(), idx);

@@ -23,9 +23,13 @@ use vfs::Vfs;
 use vfs::durable::ClaimToken;
 use vfs::model::ModelNfs;
 
-/// Creates the volume's top-level directories, as a starting broker does.
+/// Creates the volume's top-level directories and records its cluster id,
+/// as the first broker starting on it does.
 pub async fn prepared(vfs: &dyn Vfs) {
     broker::node::prepare_volume(vfs).await.unwrap();
+    broker::cluster::identity::settle(vfs, 0, Some("0b7e9d4c00004000800000000000cafe"))
+        .await
+        .unwrap();
 }
 
 /// A prepared volume with topic `name` of `partitions` partitions on it.

@@ -218,6 +218,10 @@ impl PartitionLog {
             }
         }
         debug_assert_eq!(pos - w.position, written);
+        if pos > w.position {
+            w.unchecked_since
+                .get_or_insert_with(tokio::time::Instant::now);
+        }
         w.since_checkpoint += pos - w.position;
         w.position = pos;
         w.next_offset = next;
@@ -308,7 +312,11 @@ impl PartitionLog {
         if w.position >= self.cfg().segment_bytes {
             return self.roll(w).await;
         }
-        if w.since_checkpoint >= self.cfg().checkpoint_bytes {
+        let cfg = self.cfg();
+        let overdue = w
+            .unchecked_since
+            .is_some_and(|t| t.elapsed() >= cfg.checkpoint_interval);
+        if w.since_checkpoint >= cfg.checkpoint_bytes || overdue {
             self.write_checkpoint(w).await?;
         }
         Ok(())
@@ -344,18 +352,7 @@ impl PartitionLog {
     }
 
     pub(super) async fn write_checkpoint(&self, w: &mut Writer) -> io::Result<()> {
-        if let Some(last) = w.manifest.segments.last_mut() {
-            last.state = SegmentState::Active {
-                checkpoint_position: w.position,
-                checkpoint_next_offset: w.next_offset,
-                max_timestamp: w.max_timestamp,
-            };
-        }
-        w.producers.prune(w.manifest.log_start_offset);
-        w.manifest.producers = w.producers.clone();
-        w.manifest.write(self.vfs.as_ref(), &self.dir).await?;
-        w.since_checkpoint = 0;
-        Ok(())
+        write_checkpoint(&self.vfs, &self.dir, w).await
     }
 
     pub(super) async fn roll(&self, w: &mut Writer) -> io::Result<()> {
@@ -414,6 +411,7 @@ impl PartitionLog {
         w.position = 0;
         w.max_timestamp = -1;
         w.since_checkpoint = 0;
+        w.unchecked_since = None;
         w.written_since = None;
         let mut view = lock(&self.view);
         view.indexes.insert(next.id(), w.index.clone());
@@ -422,4 +420,29 @@ impl PartitionLog {
         view.active_max_timestamp = -1;
         Ok(())
     }
+}
+
+/// Records in this epoch's manifest that the active segment was
+/// acknowledged up to the writer's position (only ever durable, confirmed
+/// data: the writer moves past a flush cycle once it was).
+pub(super) async fn write_checkpoint(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    w: &mut Writer,
+) -> io::Result<()> {
+    if let Some(last) = w.manifest.segments.last_mut() {
+        last.state = SegmentState::Active {
+            checkpoint_position: w.position,
+            checkpoint_next_offset: w.next_offset,
+            max_timestamp: w.max_timestamp,
+        };
+    }
+    w.producers.prune(w.manifest.log_start_offset);
+    w.manifest.producers = w.producers.clone();
+    let v = vfs.as_ref();
+    w.manifest.write(v, dir).await?;
+    vfs::fault_point!(v, "checkpoint.written");
+    w.since_checkpoint = 0;
+    w.unchecked_since = None;
+    Ok(())
 }

@@ -58,6 +58,14 @@ pub struct LogConfig {
     /// Rewrite the manifest's checkpoint after this many appended bytes, so
     /// a takeover never scans more than this (plus one flush cycle).
     pub checkpoint_bytes: u64,
+    /// ... and at most this long after the first acknowledged byte past the
+    /// checkpoint. The checkpoint is what the volume knows was acknowledged:
+    /// below it a takeover never cuts the log, so damage there is refused
+    /// to readers (CORRUPT_MESSAGE), never truncated away and its offsets
+    /// never handed out again. Above it a takeover cuts at the first bad
+    /// batch, as it must for a torn tail: the acknowledged records of this
+    /// window are the ones damage could take silently.
+    pub checkpoint_interval: std::time::Duration,
     /// Delete sealed segments whose newest record is older than this.
     pub retention_ms: Option<i64>,
     /// Delete the oldest sealed segments while the log is larger than this.
@@ -73,6 +81,7 @@ impl Default for LogConfig {
             segment_ms: None,
             index_interval_bytes: 4096,
             checkpoint_bytes: 16 << 20,
+            checkpoint_interval: std::time::Duration::from_secs(1),
             retention_ms: Some(7 * 24 * 3600 * 1000),
             retention_bytes: None,
             compaction: None,
@@ -84,6 +93,14 @@ impl Default for LogConfig {
 pub enum LogError {
     #[error("invalid record batch: {0}")]
     Corrupt(#[from] BatchError),
+    /// A stored batch that fails its checks (CRC, header, size) where the
+    /// manifest vouches for whole batches: damage to the one copy.
+    #[error("damaged batch in {segment} at position {position}: {why}")]
+    Damaged {
+        segment: String,
+        position: u64,
+        why: String,
+    },
     #[error("not the leader any more: epoch {0} was superseded")]
     Fenced(u32),
     #[error("offset {offset} is out of range [{start}, {end}]")]
@@ -169,6 +186,8 @@ struct Writer {
     /// as they are added without copying the index.
     index: SharedIndex,
     since_checkpoint: u64,
+    /// When the first byte past the checkpoint was acknowledged.
+    unchecked_since: Option<tokio::time::Instant>,
     /// When a roll-by-age check first saw the active segment non-empty.
     written_since: Option<i64>,
     producers: ProducerState,
@@ -278,6 +297,7 @@ impl PartitionLog {
                 max_timestamp: active.max_timestamp,
                 index,
                 since_checkpoint: 0,
+                unchecked_since: None,
                 written_since: None,
                 producers,
                 manifest,
@@ -393,12 +413,42 @@ impl PartitionLog {
     }
 
     /// Closes every handle this log holds (on step-down or shutdown).
+    /// Records how far the log was acknowledged, if it moved since the
+    /// last checkpoint (a broker stopping while it still leads: nobody to
+    /// hand the partition to, or the hand-off's time ran out). Waits
+    /// [`CHORE_WAIT`] at most for a flush cycle under way.
+    pub async fn checkpoint(&self) -> Result<(), LogError> {
+        let mut w = self.writer_for_chore().await?;
+        if w.failed.is_none() && w.since_checkpoint > 0 {
+            append::write_checkpoint(&self.vfs, &self.dir, &mut w).await?;
+        }
+        Ok(())
+    }
+
+    /// Lets go of the partition. A log that has not stopped records how
+    /// far it was acknowledged first (its checkpoint), so that the next
+    /// leader finds a clean shutdown's whole log vouched for: a manifest
+    /// of this epoch, which a successor that took over already read (and
+    /// then never reads again) or reads next.
     pub async fn close(self) -> io::Result<()> {
         let handles: Vec<_> = std::mem::take(&mut lock(&self.view).handles)
             .into_values()
             .collect();
         drop(handles);
-        let w = self.writer.into_inner();
+        let mut w = self.writer.into_inner();
+        if w.failed.is_none() && w.since_checkpoint > 0 {
+            match append::write_checkpoint(&self.vfs, &self.dir, &mut w).await {
+                Ok(()) => {}
+                // A deleted topic: nothing left to vouch for.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                // The next leader scans the tail from the older checkpoint.
+                Err(e) => tracing::warn!(
+                    dir = %self.dir.display(),
+                    error = %e,
+                    "checkpoint at close not written"
+                ),
+            }
+        }
         w.file.close().await
     }
 }
@@ -408,14 +458,17 @@ impl PartitionLog {
 /// last stable offset for read_committed), at most `max_bytes` unless the
 /// first batch alone is larger. Also says whether the file ended (or held
 /// no batch) before `limit` where a batch was due: through a stale view,
-/// or a segment shorter than its manifest says.
+/// or a segment shorter than its manifest says. Every batch returned
+/// passes its CRC; the first that does not (or whose size runs past where
+/// the manifest says whole batches end) ends the read, and is
+/// `Err(position, why)` if it would have been the first returned.
 async fn collect(
     file: &dyn VfsFile,
-    mut pos: u64,
+    (mut pos, mut expected): (u64, Expected),
     (limit, upto): (u64, i64),
     offset: i64,
     max_bytes: usize,
-) -> io::Result<(Bytes, bool)> {
+) -> io::Result<Result<(Bytes, bool), (u64, String)>> {
     let mut out = BytesMut::new();
     while pos + batch::LOG_OVERHEAD as u64 <= limit {
         let head = file.read_at(pos, batch::HEADER_LEN).await?;
@@ -424,12 +477,27 @@ async fn collect(
             head.get(0..8)
                 .map(|b| i64::from_be_bytes(b.try_into().unwrap_or_default())),
         ) else {
-            return Ok((out.freeze(), true));
+            if head.len() == batch::HEADER_LEN {
+                // A whole header whose size is negative: not a short read.
+                return Ok(damaged(out, pos, "negative batch size".into()));
+            }
+            return Ok(Ok((out.freeze(), true)));
         };
         let last_delta = head
             .get(23..27)
             .map_or(0, |b| i32::from_be_bytes(b.try_into().unwrap_or_default()));
-        if pos + size as u64 > limit || base >= upto {
+        if pos + size as u64 > limit {
+            // Below `limit` batches are whole: a size past it is damage.
+            return Ok(damaged(
+                out,
+                pos,
+                format!("batch size {size} runs past the segment's end {limit}"),
+            ));
+        }
+        if let Some(why) = expected.check(base, last_delta) {
+            return Ok(damaged(out, pos, why));
+        }
+        if base >= upto {
             break;
         }
         if base + i64::from(last_delta) < offset {
@@ -441,7 +509,10 @@ async fn collect(
         }
         let data = file.read_at(pos, size).await?;
         if data.len() < size {
-            return Ok((out.freeze(), true));
+            return Ok(Ok((out.freeze(), true)));
+        }
+        if let Err(e) = batch::parse(&data) {
+            return Ok(damaged(out, pos, e.to_string()));
         }
         out.extend_from_slice(&data);
         pos += size as u64;
@@ -449,5 +520,44 @@ async fn collect(
             break;
         }
     }
-    Ok((out.freeze(), false))
+    Ok(Ok((out.freeze(), false)))
+}
+
+/// The base offset the next batch of a segment must have: `offset`
+/// itself, or at least `offset` in a compacted segment.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Expected {
+    pub offset: i64,
+    pub exact: bool,
+}
+
+impl Expected {
+    /// Why a batch with these header fields cannot be the next one, if it
+    /// cannot; else moves past it.
+    fn check(&mut self, base: i64, last_delta: i32) -> Option<String> {
+        let fits = if self.exact {
+            base == self.offset
+        } else {
+            base >= self.offset
+        };
+        if !fits || last_delta < 0 {
+            return Some(format!(
+                "batch with base offset {base} (last delta {last_delta}) where offset {} \
+                 comes next",
+                self.offset
+            ));
+        }
+        self.offset = base + i64::from(last_delta) + 1;
+        None
+    }
+}
+
+/// What `collect` answers at a damaged batch: the good batches before it,
+/// if any (the next read starts at the damaged one), else the damage.
+fn damaged(out: BytesMut, pos: u64, why: String) -> Result<(Bytes, bool), (u64, String)> {
+    if out.is_empty() {
+        Err((pos, why))
+    } else {
+        Ok((out.freeze(), false))
+    }
 }

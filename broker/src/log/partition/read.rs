@@ -104,9 +104,46 @@ impl PartitionLog {
             }
             let file = self.handle(seg).await?;
             let index = self.index_of(seg, file.as_ref(), limit).await?;
-            let from = lock(&index).position_for(offset);
-            let (mut out, short) =
-                collect(file.as_ref(), from, (limit, upto), offset, max_bytes).await?;
+            let (from, expected) = lock(&index)
+                .entry_for(offset)
+                .unwrap_or((0, seg.base_offset));
+            // Offsets are outside a batch's CRC: a flipped one would make a
+            // read skip the batch. They run on without gaps, except in a
+            // compacted segment, where they only go up.
+            let start = Expected {
+                offset: expected,
+                exact: seg.cleaned.is_none(),
+            };
+            let (mut out, short) = match collect(
+                file.as_ref(),
+                (from, start),
+                (limit, upto),
+                offset,
+                max_bytes,
+            )
+            .await?
+            {
+                Ok(got) => got,
+                // Read again through a fresh open before calling it
+                // damage: a long-lived handle may serve stale pages.
+                Err(_) => {
+                    lock(&self.view).handles.remove(&seg.id());
+                    let file = self.handle(seg).await?;
+                    collect(
+                        file.as_ref(),
+                        (from, start),
+                        (limit, upto),
+                        offset,
+                        max_bytes,
+                    )
+                    .await?
+                    .map_err(|(position, why)| LogError::Damaged {
+                        segment: self.dir.join(seg.file_name()).display().to_string(),
+                        position,
+                        why,
+                    })?
+                }
+            };
             // Compaction leaves gaps: a cleaned segment may hold nothing
             // from `offset` on, and `offset` may fall in a gap before a
             // segment (one that holds nothing yet, or whose first batch is
@@ -121,9 +158,20 @@ impl PartitionLog {
                 // fresh open revalidates (close-to-open).
                 lock(&self.view).handles.remove(&seg.id());
                 let file = self.handle(seg).await?;
-                out = collect(file.as_ref(), from, (limit, upto), offset, max_bytes)
-                    .await?
-                    .0;
+                out = collect(
+                    file.as_ref(),
+                    (from, start),
+                    (limit, upto),
+                    offset,
+                    max_bytes,
+                )
+                .await?
+                .map_err(|(position, why)| LogError::Damaged {
+                    segment: self.dir.join(seg.file_name()).display().to_string(),
+                    position,
+                    why,
+                })?
+                .0;
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,

@@ -1,0 +1,87 @@
+"""The one copy damaged, as an operator meets it (issue 48's trial): 200
+records acknowledged, the broker stopped with SIGTERM, two bytes flipped in
+the middle of the partition's only segment, the broker started again. No
+acknowledged record is cut or its offset handed out again; a consumer is
+told CORRUPT_MESSAGE at the damaged batch instead of skipping it; `kaas
+fsck` exits 1 naming the first bad offset and the topic."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from kaasproc import KAAS, Broker  # noqa: E402
+
+EVENTUALLY = 120
+
+
+def test_a_flipped_byte_in_an_acknowledged_segment_is_found_never_cut():
+    b = Broker()
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.addr})
+        admin.create_topics([NewTopic("damaged", 1, 1)])["damaged"].result(EVENTUALLY)
+        p = Producer({"bootstrap.servers": b.addr, "acks": "all", "linger.ms": 0,
+                      "message.timeout.ms": EVENTUALLY * 1000})
+        failed = []
+        for i in range(200):
+            p.produce("damaged", value=f"record {i:03d}",
+                      on_delivery=lambda err, _m: err and failed.append(err))
+            p.flush(EVENTUALLY)  # one produce request, one batch, each
+        assert not failed, failed[:3]
+        b.stop()
+
+        segments = sorted(glob.glob(os.path.join(b.dir, "topics", "*", "0", "*.log")))
+        assert len(segments) == 1, segments
+        with open(segments[0], "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(size // 2)
+            two = bytearray(f.read(2))
+            f.seek(size // 2)
+            f.write(bytes([two[0] ^ 0xFF, two[1] ^ 0x0F]))
+
+        fsck = subprocess.run([KAAS, "fsck", "--data-dir", b.dir, "--json"],
+                              capture_output=True, text=True, timeout=EVENTUALLY)
+        assert fsck.returncode == 1, fsck
+        errors = [f for f in json.loads(fsck.stdout)["findings"] if f["severity"] == "error"]
+        assert len(errors) == 1 and errors[0]["topic"] == "damaged", errors
+        assert "first bad offset" in errors[0]["what"], errors
+
+        b.start()
+        c = Consumer({"bootstrap.servers": b.addr, "group.id": "damage-reader",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        low, high = c.get_watermark_offsets(TopicPartition("damaged", 0), timeout=EVENTUALLY)
+        assert (low, high) == (0, 200), "the takeover cut acknowledged records"
+        c.assign([TopicPartition("damaged", 0, 0)])
+        read, corrupt = [], None
+        deadline = time.monotonic() + EVENTUALLY
+        while corrupt is None:
+            assert time.monotonic() < deadline, f"read {len(read)} records and no error"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError.INVALID_MSG:  # 2, Kafka's CORRUPT_MESSAGE
+                    corrupt = len(read)
+                continue
+            read.append(m.value().decode())
+        c.close()
+        assert read == [f"record {i:03d}" for i in range(corrupt)], "a record skipped or changed"
+        assert 50 <= corrupt < 150, f"CORRUPT_MESSAGE at offset {corrupt}"
+        assert f"first bad offset {corrupt}" in errors[0]["what"], (corrupt, errors)
+
+        # New records take new offsets.
+        p = Producer({"bootstrap.servers": b.addr, "acks": "all",
+                      "message.timeout.ms": EVENTUALLY * 1000})
+        offsets = []
+        p.produce("damaged", value="after", on_delivery=lambda _e, m: offsets.append(m.offset()))
+        assert p.flush(EVENTUALLY) == 0
+        assert offsets == [200], offsets
+    finally:
+        b.stop()
