@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use vfs::observed::{Observer, Op};
 
@@ -258,10 +258,44 @@ impl Metrics {
             inner.throttle_seconds.with_label_values(&[quota]);
         }
         for what in ["partition", "coordinator_slot"] {
+            inner.takeover_seconds.with_label_values(&[what]);
             for outcome in ["ok", "failed"] {
                 inner.takeovers.with_label_values(&[what, outcome]);
             }
         }
+        inner.compaction_seconds.with_label_values::<&str>(&[]);
+        for op in [
+            Op::Open,
+            Op::Stat,
+            Op::Rename,
+            Op::Unlink,
+            Op::Mkdir,
+            Op::Rmdir,
+            Op::ReadDir,
+            Op::SyncDir,
+            Op::Read,
+            Op::Write,
+            Op::Fsync,
+            Op::WriteAndSync,
+            Op::FileStat,
+            Op::Close,
+        ] {
+            inner.volume_seconds.with_label_values(&[op.name()]);
+        }
+        // Which build answers: 1, labelled with the version.
+        let build = IntGaugeVec::new(
+            Opts::new(
+                "build_info",
+                "The kaas build serving these metrics (always 1)",
+            ),
+            &["version"],
+        )
+        .expect("valid gauge");
+        inner
+            .registry
+            .register(Box::new(build.clone()))
+            .expect("registered once");
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         Self(Arc::new(inner))
     }
 
@@ -484,6 +518,23 @@ mod tests {
                 .unwrap()
                 .contains("kaas_connections 0")
         );
+    }
+
+    #[test]
+    fn every_metric_is_there_from_the_start() {
+        let text = String::from_utf8(Metrics::new().render()).unwrap();
+        for line in [
+            "kaas_compaction_duration_seconds_count 0",
+            "kaas_takeover_duration_seconds_count{what=\"partition\"} 0",
+            "kaas_volume_op_duration_seconds_count{op=\"write_and_sync\"} 0",
+            "kaas_damaged_batch_reads_total 0",
+            &format!(
+                "kaas_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
     }
 
     /// Every reply of the model NFS lost: each replace's temp create is

@@ -146,3 +146,22 @@ async fn the_checkpoint_follows_acknowledged_records_within_its_interval() {
     assert_eq!(log.high_watermark(), 101, "acknowledged records were cut");
     log.close().await.unwrap();
 }
+
+/// A takeover after a crash seals the old segment at a checkpoint with
+/// nothing before it; retention removes that empty segment without
+/// counting it as records removed (no "retention removed segments" line
+/// after every takeover).
+#[tokio::test]
+async fn an_empty_sealed_segment_is_not_counted_as_retention() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let meta = with_topic(vfs.as_ref(), "orders", 1).await;
+    let log = lead(vfs.clone(), &meta, 0, 1, LogConfig::default())
+        .await
+        .unwrap();
+    log.close().await.unwrap();
+    let log = lead(vfs.clone(), &meta, 0, 2, LogConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(log.enforce_retention(0).await.unwrap(), 0);
+    log.close().await.unwrap();
+}

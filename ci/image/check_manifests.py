@@ -65,6 +65,14 @@ def check_secured(config, pod, c, by_kind, labels, need):
                     peers and all(set(x) == {"podSelector"} and selects(x["podSelector"], labels) for x in peers),
                     f"NetworkPolicy {p['metadata']['name']}: port {port} ({inter}) from broker pods only",
                 )
+    # The health port serves /metrics, which names every topic: no rule
+    # opens it to everyone (the kubelet's probes pass regardless).
+    health = int(config.get("KAAS_HEALTH_LISTEN", "0.0.0.0:9644").rsplit(":", 1)[1])
+    for p in policies:
+        for rule in p["spec"].get("ingress", []):
+            if not rule.get("ports") or any(x.get("port") == health for x in rule["ports"]):
+                need(bool(rule.get("from")),
+                     f"NetworkPolicy {p['metadata']['name']}: the health port {health} (/metrics) not from everywhere")
     # The first admin's credential: a Job running `kaas scram-user` with the
     # password from a Secret, on the same volume.
     jobs = [j for j in by_kind.get("Job", []) if "scram-user" in j["spec"]["template"]["spec"]["containers"][0].get("args", [])]

@@ -7,13 +7,16 @@ use super::*;
 impl PartitionLog {
     /// Deletes sealed segments past retention: manifest first, then own
     /// handles, then the files; a failed unlink is retried by the next call.
-    /// Returns how many segments left the log.
+    /// Returns how many segments that held records left the log (an empty
+    /// one, sealed by a takeover at a checkpoint with nothing before it,
+    /// goes unremarked).
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<usize, LogError> {
         let mut w = self.writer_for_chore().await?;
         if let Some(why) = &w.failed {
             return Err(LogError::Failed(why.clone()));
         }
         let mut doomed = Vec::new();
+        let mut with_records = 0;
         let sealed: Vec<(SegmentMeta, u64, i64, i64)> = w
             .manifest
             .segments
@@ -44,6 +47,9 @@ impl PartitionLog {
                 break;
             }
             total -= size;
+            if *size > 0 {
+                with_records += 1;
+            }
             doomed.push(seg.clone());
         }
         if !doomed.is_empty() {
@@ -81,7 +87,7 @@ impl PartitionLog {
             }
         }
         self.remove_files(to_unlink).await;
-        Ok(doomed.len())
+        Ok(with_records)
     }
 
     /// Unlinks files no manifest of this epoch names any more; those whose
