@@ -46,11 +46,42 @@ def create(bootstrap, *topics, partitions=2):
         f.result(30)
 
 
-def read_all(bootstrap, topic, partitions, isolation, limit_s=90.0):
+def settled_ends(bootstrap, topic, partitions, limit_s):
+    """Each partition's last stable offset once it reached the high
+    watermark: a committed transaction's markers are written after its
+    commit returns, and until they are the last stable offset is below
+    them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4()}"})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline, ends = time.monotonic() + limit_s, {}
+    try:
+        while True:
+            high = {tp.partition: c.get_watermark_offsets(tp, timeout=30, cached=False)[1] for tp in tps}
+            stable = {tp.partition: offsets_for(bootstrap, tp) for tp in tps}
+            if all(stable[p] >= high[p] for p in high):
+                return stable
+            assert time.monotonic() < deadline, f"{topic}: last stable {stable}, high {high} after {limit_s} s"
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+
+def offsets_for(bootstrap, tp):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4()}",
+                  "isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(tp, timeout=30, cached=False)[1]
+    finally:
+        c.close()
+
+
+def read_all(bootstrap, topic, partitions, isolation, limit_s=90.0, settled=True):
     """Every value of `topic` a consumer of `isolation` reads, in offset
     order per partition, up to each partition's end as the broker answers
     it now for that isolation (the high watermark; for read_committed the
-    last stable offset, below an open transaction). It waits for those
+    last stable offset, by default once it reached the high watermark,
+    `settled`: the markers of a commit that returned may still be on their
+    way). It waits for those
     ends, never for a quiet spell: a busy machine slows it, and if an end
     is not reached within `limit_s` it says which."""
     c = Consumer({
@@ -61,7 +92,10 @@ def read_all(bootstrap, topic, partitions, isolation, limit_s=90.0):
         "enable.auto.commit": False,
     })
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    ends = {tp.partition: c.get_watermark_offsets(tp, timeout=30, cached=False)[1] for tp in tps}
+    if isolation == "read_committed" and settled:
+        ends = settled_ends(bootstrap, topic, partitions, limit_s)
+    else:
+        ends = {tp.partition: c.get_watermark_offsets(tp, timeout=30, cached=False)[1] for tp in tps}
     c.assign(tps)
     values, end = [], time.monotonic() + limit_s
     def behind():
@@ -111,7 +145,7 @@ def test_an_open_transaction_holds_read_committed_readers_back(broker):
     p.begin_transaction()
     p.produce("tx-open", value="pending")
     p.flush()
-    assert read_all(broker.addr, "tx-open", 1, "read_committed") == []
+    assert read_all(broker.addr, "tx-open", 1, "read_committed", settled=False) == []
     assert read_all(broker.addr, "tx-open", 1, "read_uncommitted") == ["pending"]
     p.commit_transaction(30)
     assert read_all(broker.addr, "tx-open", 1, "read_committed") == ["pending"]
