@@ -127,21 +127,8 @@ impl PartitionLog {
                 // Read again through a fresh open before calling it
                 // damage: a long-lived handle may serve stale pages.
                 Err(_) => {
-                    lock(&self.view).handles.remove(&seg.id());
-                    let file = self.handle(seg).await?;
-                    collect(
-                        file.as_ref(),
-                        (from, start),
-                        (limit, upto),
-                        offset,
-                        max_bytes,
-                    )
-                    .await?
-                    .map_err(|(position, why)| LogError::Damaged {
-                        segment: self.dir.join(seg.file_name()).display().to_string(),
-                        position,
-                        why,
-                    })?
+                    self.collect_fresh(seg, (from, start), (limit, upto), offset, max_bytes)
+                        .await?
                 }
             };
             // Compaction leaves gaps: a cleaned segment may hold nothing
@@ -156,22 +143,10 @@ impl PartitionLog {
                 // host's view through a long-lived handle is stale (NFS
                 // serves reads from cached pages up to a cached size). A
                 // fresh open revalidates (close-to-open).
-                lock(&self.view).handles.remove(&seg.id());
-                let file = self.handle(seg).await?;
-                out = collect(
-                    file.as_ref(),
-                    (from, start),
-                    (limit, upto),
-                    offset,
-                    max_bytes,
-                )
-                .await?
-                .map_err(|(position, why)| LogError::Damaged {
-                    segment: self.dir.join(seg.file_name()).display().to_string(),
-                    position,
-                    why,
-                })?
-                .0;
+                out = self
+                    .collect_fresh(seg, (from, start), (limit, upto), offset, max_bytes)
+                    .await?
+                    .0;
                 if out.is_empty() {
                     return Err(LogError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -188,6 +163,28 @@ impl PartitionLog {
             return Ok(result(out));
         }
         Ok(result(Bytes::new()))
+    }
+
+    /// [`collect`] through a fresh open of `seg` (close-to-open: this
+    /// host's long-lived handle may serve stale pages); a damaged batch
+    /// there is damage.
+    async fn collect_fresh(
+        &self,
+        seg: &SegmentMeta,
+        from: (u64, Expected),
+        ends: (u64, i64),
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Bytes, bool), LogError> {
+        lock(&self.view).handles.remove(&seg.id());
+        let file = self.handle(seg).await?;
+        collect(file.as_ref(), from, ends, offset, max_bytes)
+            .await?
+            .map_err(|(position, why)| LogError::Damaged {
+                segment: self.dir.join(seg.file_name()).display().to_string(),
+                position,
+                why,
+            })
     }
 
     pub(super) async fn handle(&self, seg: &SegmentMeta) -> io::Result<Arc<dyn VfsFile>> {
