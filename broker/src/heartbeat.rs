@@ -13,6 +13,7 @@ use vfs::Vfs;
 use vfs::durable::sweep_temps;
 
 use crate::cluster::announced::Announced;
+use crate::cluster::id_claim::{self, IdClaim};
 use crate::layout;
 
 const KIND: &str = "broker-heartbeat";
@@ -62,6 +63,7 @@ pub(crate) type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + S
 pub(crate) struct Beater {
     state: Arc<Mutex<Heartbeat>>,
     task: tokio::task::JoinHandle<()>,
+    superseded: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl Beater {
@@ -73,6 +75,7 @@ impl Beater {
         interval: Duration,
         stuck: StuckReport,
         announced: Arc<Announced>,
+        claimed: IdClaim,
     ) -> Self {
         let mut temps_left = false;
         first.stuck = stuck();
@@ -87,6 +90,7 @@ impl Beater {
         let broker_id = first.broker_id;
         let state = Arc::new(Mutex::new(first));
         let shared = state.clone();
+        let (supersede, superseded) = tokio::sync::watch::channel(None);
         let task = tokio::spawn(async move {
             loop {
                 // `biased`: see the follow loop in `node`.
@@ -100,6 +104,23 @@ impl Beater {
                 if temps_left {
                     temps_left = sweep(vfs.as_ref(), broker_id).await.is_err();
                 }
+                // Before writing: a newer process of this id must not
+                // have its heartbeat overwritten by this one.
+                match id_claim::superseded_by(vfs.as_ref(), &claimed).await {
+                    Ok(Some(by)) => {
+                        tracing::error!(
+                            broker_id,
+                            newer = by,
+                            "a newer process claimed this broker id: stopping"
+                        );
+                        let _ = supersede.send(Some(by));
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "newer claims of this broker id not read")
+                    }
+                }
                 let mut hb = lock(&shared).clone();
                 hb.stuck = stuck();
                 hb.created = announced.pending();
@@ -112,7 +133,16 @@ impl Beater {
                 }
             }
         });
-        Self { state, task }
+        Self {
+            state,
+            task,
+            superseded,
+        }
+    }
+
+    /// The newer process's claim of this id, once one is seen.
+    pub fn superseded(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.superseded.clone()
     }
 
     /// Stops the task and hands back the heartbeat, for the writes of a

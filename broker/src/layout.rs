@@ -6,6 +6,7 @@
 //! ```text
 //! <volume>/
 //!   brokers/<id>                        heartbeat; only broker <id> writes it
+//!   brokers/<id>.claim-<k>              the k-th start of broker <id> (`cluster::id_claim`)
 //!   cluster/controller-<e>              claim of controller epoch e (exclusive create)
 //!   cluster/assignment-<e>              the assignment; only controller epoch e writes it
 //!   cluster/identity/id                 the cluster id; the first proposal renamed into place wins

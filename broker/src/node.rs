@@ -16,11 +16,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use vfs::Vfs;
+use vfs::durable::ClaimToken;
 use vfs::observed::Observed;
 
 use crate::api::{Api, ApiConfig};
 use crate::cluster::assignment::Assignment;
 use crate::cluster::controller::{ControllerAgent, Role};
+use crate::cluster::id_claim::{self, IdClaim};
 use crate::cluster::identity;
 use crate::config::Config;
 use crate::groups::{Coordinators, GroupConfig};
@@ -53,7 +55,8 @@ pub async fn run(
     // volume steps are each atomic and re-driven by the next start, as
     // after a crash there.
     let starting = async {
-        let (cluster_id, swept) = start_up(vfs.as_ref(), &config).await?;
+        let incarnation: u64 = madsim::rand::random();
+        let (cluster_id, swept, claimed) = start_up(vfs.as_ref(), &config, incarnation).await?;
         let (listeners, health, readiness) = listen(&config, &metrics).await?;
         if config.advertised_check_secs > 0 {
             startup::check_advertised(
@@ -68,6 +71,7 @@ pub async fn run(
             listeners,
             readiness,
             metrics.clone(),
+            (incarnation, claimed),
         );
         node.load_security().await?;
         tracing::info!(
@@ -87,7 +91,28 @@ pub async fn run(
             return Ok(());
         }
     };
-    node.follow(shutdown).await;
+    let mut superseded = beater.superseded();
+    let superseded_or_shutdown = async {
+        tokio::select! {
+            () = &mut shutdown => {}
+            _ = superseded.wait_for(Option::is_some) => {}
+        }
+    };
+    node.follow(superseded_or_shutdown).await;
+    if let Some(by) = beater.superseded().borrow().clone() {
+        // The newer process owns this id now: no hand-off (its `leaving`
+        // heartbeat would speak for the newer process), only stop.
+        let broker_id = node.config.broker_id;
+        beater.stop();
+        node.stop(health);
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "this process no longer runs as broker {}: a newer process ({by}) claimed the                  id after this one's heartbeat looked stopped; stopping without a hand-off",
+                broker_id
+            ),
+        ));
+    }
     let hand_off = hand_off_deadline(&node.config);
     if tokio::time::timeout(hand_off, node.hand_off(beater.stop()))
         .await
@@ -116,29 +141,37 @@ pub fn hand_off_deadline(config: &Config) -> Duration {
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
 /// The start-up checks, each a clear error (the binary exits with it): the
-/// volume is this cluster's, nobody else runs as this broker id, the volume
-/// takes writes. Returns the cluster id and how many heartbeat temps of
-/// earlier runs were swept.
-async fn start_up(vfs: &dyn Vfs, config: &Config) -> io::Result<(String, usize)> {
+/// volume is this cluster's, this process holds the broker id's newest
+/// claim, the volume takes writes. Returns the cluster id, how many
+/// heartbeat temps of earlier runs were swept, and the claim.
+async fn start_up(
+    vfs: &dyn Vfs,
+    config: &Config,
+    incarnation: u64,
+) -> io::Result<(String, usize, IdClaim)> {
     let id = config.broker_id;
     redrive("preparing the volume", || prepare_volume(vfs)).await?;
     let cluster_id = redrive("settling the cluster id", || {
         identity::settle(vfs, id, config.cluster_id.as_deref())
     })
     .await?;
-    redrive("checking the broker id", || {
-        startup::check_id_not_live(vfs, id, 2 * heartbeat_interval(config))
+    let token = ClaimToken::fresh(&format!(
+        "broker {id} incarnation {incarnation:016x} advertising {}",
+        config.advertised()
+    ));
+    let claimed = redrive("claiming the broker id", || {
+        id_claim::claim_id(vfs, id, 2 * heartbeat_interval(config), &token)
     })
     .await?;
-    // Only now is this broker id proven not live elsewhere, so only now
-    // are its staged identity proposals of earlier runs its own to remove.
+    // Only now is this broker id this process's, so only now are its
+    // staged identity proposals of earlier runs its own to remove.
     redrive("sweeping staged cluster ids", || {
         identity::sweep_own_staging(vfs, id)
     })
     .await?;
     let swept = redrive("sweeping heartbeat temps", || heartbeat::sweep(vfs, id)).await?;
     redrive("probing the volume", || startup::probe_writable(vfs, id)).await?;
-    Ok((cluster_id, swept))
+    Ok((cluster_id, swept, claimed))
 }
 
 /// The name of the listener brokers reach each other on.
@@ -268,6 +301,8 @@ struct Node {
     transactions: Option<JoinHandle<()>>,
     /// This run's first heartbeat.
     hb: Heartbeat,
+    /// This process's claim of its broker id.
+    claimed: IdClaim,
     /// The API created topics or partitions: follow the cluster now.
     created: Arc<tokio::sync::Notify>,
     /// Topics the API created, announced in the heartbeat until led.
@@ -282,6 +317,7 @@ impl Node {
         listeners: Bound,
         readiness: Readiness,
         metrics: Metrics,
+        (incarnation, claimed): (u64, IdClaim),
     ) -> Node {
         let leaders = Arc::new(
             Leaders::new(vfs.clone(), config.broker_id, LogConfig::default())
@@ -314,7 +350,6 @@ impl Node {
         );
         let timers = tokio::spawn(coordinators.clone().run_timers());
         let (publish, assignment) = watch::channel(None);
-        let incarnation: u64 = madsim::rand::random();
         let security = Arc::new(Security::new(vfs.clone(), config.security()));
 
         let api = Api::new(
@@ -368,6 +403,7 @@ impl Node {
             security,
             transactions: None,
             hb,
+            claimed,
             config,
             metrics,
         }
@@ -423,6 +459,7 @@ impl Node {
             interval,
             stuck,
             self.announced.clone(),
+            self.claimed.clone(),
         )
         .await
     }

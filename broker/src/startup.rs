@@ -5,7 +5,8 @@
 //!
 //! The data directory's existence and permissions are checked when the
 //! volume is opened (`PosixVfs::open_volume`); the cluster id by
-//! `cluster::identity::settle`. The rest is here.
+//! `cluster::identity::settle`; that no other process runs as this broker
+//! id by `cluster::id_claim`. The rest is here.
 
 use std::io;
 use std::path::Path;
@@ -14,7 +15,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use vfs::{OpenOptions, Vfs};
 
-use crate::heartbeat;
 use crate::layout;
 
 /// Proves the volume takes writes by this process: creates, writes, fsyncs
@@ -52,57 +52,6 @@ pub(crate) async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<
     let closed = file.close().await;
     let removed = vfs.unlink(&path).await;
     written.and(closed).and(removed).map_err(explain)
-}
-
-/// Fails if another process is running as broker `broker_id`: its
-/// heartbeat (if there is one) is read, and read again after `wait`; a
-/// heartbeat that moved meanwhile was written by a live process. Two
-/// processes with one id would both write `brokers/<id>` and lead the same
-/// partitions in turn. A crashed or stopped predecessor (a restart of this
-/// broker) leaves a heartbeat that does not move, so the check passes.
-///
-/// `wait` must be longer than the other process's heartbeat period.
-pub async fn check_id_not_live(vfs: &dyn Vfs, broker_id: u32, wait: Duration) -> io::Result<()> {
-    let Some(before) = last_heartbeat(vfs, broker_id).await? else {
-        return Ok(());
-    };
-    tracing::info!(
-        broker_id,
-        wait_ms = wait.as_millis() as u64,
-        "checking that no other process runs as this broker"
-    );
-    tokio::time::sleep(wait).await;
-    let Some(after) = last_heartbeat(vfs, broker_id).await? else {
-        return Ok(());
-    };
-    if (after.incarnation, after.sequence) == (before.incarnation, before.sequence) {
-        return Ok(());
-    }
-    Err(io::Error::new(
-        io::ErrorKind::AddrInUse,
-        format!(
-            "broker id {broker_id} is already live: another process (incarnation {:016x}, \
-             advertising {}) published a heartbeat within the last {} ms; stop it or give \
-             this broker another --broker-id (KAAS_BROKER_ID)",
-            after.incarnation,
-            after.advertised,
-            wait.as_millis()
-        ),
-    ))
-}
-
-async fn last_heartbeat(vfs: &dyn Vfs, id: u32) -> io::Result<Option<heartbeat::Heartbeat>> {
-    match heartbeat::read(vfs, id).await {
-        Ok(hb) => Ok(Some(hb)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        // Not a heartbeat kaas wrote (an atomic replace is never torn):
-        // nobody live is writing it; ours will replace it.
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            tracing::warn!(error = %e, "ignoring an unreadable heartbeat of this broker id");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// Connects to `advertised` (host:port), retrying for up to `within`:
@@ -145,21 +94,7 @@ pub(crate) async fn check_advertised(advertised: &str, within: Duration) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heartbeat::Heartbeat;
     use std::sync::Arc;
-
-    fn hb(id: u32, sequence: u64) -> Heartbeat {
-        Heartbeat {
-            broker_id: id,
-            incarnation: 0xfeed,
-            sequence,
-            advertised: "kaas-1.kaas:9092".into(),
-            endpoints: Default::default(),
-            leaving: false,
-            stuck: Vec::new(),
-            created: Vec::new(),
-        }
-    }
 
     async fn volume() -> Arc<dyn Vfs> {
         let vfs: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
@@ -172,43 +107,6 @@ mod tests {
         let vfs = volume().await;
         probe_writable(vfs.as_ref(), 1).await.unwrap();
         assert!(vfs.read_dir(Path::new("brokers")).await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_stale_heartbeat_is_a_restart_not_a_live_broker() {
-        let vfs = volume().await;
-        check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
-            .await
-            .unwrap();
-        heartbeat::write(vfs.as_ref(), &hb(1, 7)).await.unwrap();
-        check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_heartbeat_that_moves_means_the_id_is_taken() {
-        let vfs = volume().await;
-        heartbeat::write(vfs.as_ref(), &hb(1, 7)).await.unwrap();
-        let other = {
-            let vfs = vfs.clone();
-            tokio::spawn(async move {
-                for s in 8..20 {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    heartbeat::write(vfs.as_ref(), &hb(1, s)).await.unwrap();
-                }
-            })
-        };
-        let err = check_id_not_live(vfs.as_ref(), 1, Duration::from_secs(3))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
-        let msg = err.to_string();
-        assert!(
-            msg.contains("broker id 1 is already live") && msg.contains("kaas-1.kaas:9092"),
-            "{msg}"
-        );
-        other.abort();
     }
 
     // Real sockets: madsim's simulated TCP neither closes a dropped

@@ -315,3 +315,82 @@ fn sigterm_during_start_up_is_a_clean_shutdown() {
     let status = terminate(&mut child);
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// Two processes started at the same moment with one broker id, on a
+/// volume where that id never ran: one exits saying the id is taken, the
+/// other keeps running. Many rounds, so both orders of the race and the
+/// exact tie (both reach the exclusive create) come up.
+#[test]
+fn of_two_processes_started_with_one_broker_id_exactly_one_runs() {
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let start = |data: &std::path::Path, log: &std::path::Path| -> Child {
+        #[allow(clippy::disallowed_types)] // the test's own log file
+        let log = std::fs::File::create(log).expect("log file");
+        kaas()
+            .env("KAAS_LOG", "info")
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--broker-id", "3", "--listen", "127.0.0.1:0"])
+            .args([
+                "--heartbeat-interval-secs",
+                "1",
+                "--advertised-check-secs",
+                "0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("run kaas")
+    };
+    for round in 0..6 {
+        let data = scratch.path().join(format!("volume-{round}"));
+        #[allow(clippy::disallowed_methods)] // the test's own scratch directory
+        std::fs::create_dir(&data).expect("mkdir");
+        let logs = [0, 1].map(|i| scratch.path().join(format!("{round}-{i}.log")));
+        let mut children = [start(&data, &logs[0]), start(&data, &logs[1])];
+        // The loser exits within its start-up: at most the claim's two
+        // heartbeat intervals and its retries, far below this deadline.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let loser = loop {
+            let exited: Vec<usize> = (0..2)
+                .filter(|&i| children[i].try_wait().expect("wait").is_some())
+                .collect();
+            if let [i] = exited[..] {
+                break i;
+            }
+            assert!(exited.is_empty(), "round {round}: both processes exited");
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: both processes still run after two minutes"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let winner = 1 - loser;
+        let status = children[loser].wait().expect("wait");
+        #[allow(clippy::disallowed_methods)] // the test's own log file
+        let said = std::fs::read_to_string(&logs[loser]).expect("log");
+        assert!(!status.success(), "round {round}: {status:?}\n{said}");
+        assert!(
+            said.contains("broker id 3 is already taken"),
+            "round {round}: the loser says why it stopped:\n{said}"
+        );
+        eprintln!(
+            "round {round}: {}",
+            if said.contains("while this one was starting") {
+                "both reached the exclusive create"
+            } else {
+                "the loser saw the winner's heartbeat"
+            }
+        );
+        // The winner is not superseded by the loser's half-done start:
+        // it outlives several of its heartbeat intervals.
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            children[winner].try_wait().expect("wait").is_none(),
+            "round {round}: the winner stopped too"
+        );
+        assert_eq!(terminate(&mut children[winner]).code(), Some(0));
+    }
+}

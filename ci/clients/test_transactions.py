@@ -17,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
@@ -56,8 +56,8 @@ def settled_ends(bootstrap, topic, partitions, limit_s):
     deadline, ends = time.monotonic() + limit_s, {}
     try:
         while True:
-            high = {tp.partition: c.get_watermark_offsets(tp, timeout=30, cached=False)[1] for tp in tps}
-            stable = {tp.partition: offsets_for(bootstrap, tp) for tp in tps}
+            high = {tp.partition: high_watermark(c, tp, deadline) for tp in tps}
+            stable = {tp.partition: offsets_for(bootstrap, tp, deadline) for tp in tps}
             if all(stable[p] >= high[p] for p in high):
                 return stable
             assert time.monotonic() < deadline, f"{topic}: last stable {stable}, high {high} after {limit_s} s"
@@ -66,11 +66,30 @@ def settled_ends(bootstrap, topic, partitions, limit_s):
         c.close()
 
 
-def offsets_for(bootstrap, tp):
+# Leadership moves (a killed broker, its return as preferred leader): a
+# broker whose metadata is a moment old answers these, and a client retries.
+MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+          KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+def high_watermark(consumer, tp, deadline):
+    """The end of `tp` as the consumer's isolation level sees it, asked
+    again while leadership moves, until `deadline`."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1]
+        except KafkaException as e:
+            err = e.args[0]
+            if not (err.retriable() or err.code() in MOVING) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def offsets_for(bootstrap, tp, deadline=None):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4()}",
                   "isolation.level": "read_committed"})
     try:
-        return c.get_watermark_offsets(tp, timeout=30, cached=False)[1]
+        return high_watermark(c, tp, deadline or time.monotonic() + 60)
     finally:
         c.close()
 
@@ -95,7 +114,8 @@ def read_all(bootstrap, topic, partitions, isolation, limit_s=90.0, settled=True
     if isolation == "read_committed" and settled:
         ends = settled_ends(bootstrap, topic, partitions, limit_s)
     else:
-        ends = {tp.partition: c.get_watermark_offsets(tp, timeout=30, cached=False)[1] for tp in tps}
+        until = time.monotonic() + limit_s
+        ends = {tp.partition: high_watermark(c, tp, until) for tp in tps}
     c.assign(tps)
     values, end = [], time.monotonic() + limit_s
     def behind():

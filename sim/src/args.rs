@@ -127,6 +127,7 @@ pub(crate) const FAULT_KINDS: &[&str] = &[
     "nfs-restart",
     "clock",
     "nfs",
+    "twin",
 ];
 
 fn parse_faults(s: &str) -> Result<FaultSet, String> {

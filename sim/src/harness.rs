@@ -22,6 +22,7 @@ use crate::fault_points::{self, PointStats, Stats};
 use crate::nfs_hook::NfsCrashHook;
 use crate::swarm::{self, Pace, PointRates};
 use crate::trace::Trace;
+use crate::twins::{Process, Twin, TwinMode, TwinStarter};
 use crate::workload::{self, Event, History, Session};
 
 #[derive(Clone, Debug)]
@@ -182,6 +183,11 @@ impl Report {
 }
 
 const HEARTBEAT_SECS: u64 = 2;
+/// The shortest twin fault: a twin's start-up checks wait two heartbeat
+/// intervals, on a volume that may be slow.
+const TWIN_START_UP: Duration = Duration::from_secs(8);
+/// NFS host ids of twin processes: this plus the broker id.
+const TWIN_HOST: u32 = 2_000;
 const OBSERVE_EVERY: Duration = Duration::from_millis(700);
 
 /// Runs one seed on a thread of its own: std seeds a thread's `HashMap` keys
@@ -262,10 +268,10 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         .collect();
     let frozen = Frozen::default();
     let point_stats = PointStats::default();
-    let brokers: Vec<NodeHandle> = (0..opts.brokers)
+    let processes: Vec<Process> = (0..opts.brokers)
         .map(|id| {
             let clock = clocks[id as usize].clone();
-            let node = start_broker(
+            let process = start_broker(
                 &handle,
                 &nfs,
                 id,
@@ -273,13 +279,47 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 frozen.clone(),
                 opts.producer_id_block,
                 opts.security,
+                false,
             );
             if let Some(hook) = &hook {
-                hook.map(node.id(), id);
+                hook.map(process.node.id(), id);
             }
-            node
+            process
         })
         .collect();
+    let brokers: Vec<NodeHandle> = processes.iter().map(|p| p.node.clone()).collect();
+    let twin: TwinStarter = {
+        let (handle, nfs, clocks, frozen) =
+            (handle.clone(), nfs.clone(), clocks.clone(), frozen.clone());
+        let (hook, block, security) = (hook.clone(), opts.producer_id_block, opts.security);
+        // One twin node per broker, restarted for each later twin fault:
+        // its address stays taken by the killed node.
+        let started: std::sync::Mutex<BTreeMap<u32, Process>> = Default::default();
+        Arc::new(move |id| {
+            let mut started = started.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(twin) = started.get(&id) {
+                handle.kill(twin.node.id());
+                handle.restart(twin.node.id());
+                return twin.clone();
+            }
+            let clock = clocks[id as usize].clone();
+            let process = start_broker(
+                &handle,
+                &nfs,
+                id,
+                clock,
+                frozen.clone(),
+                block,
+                security,
+                true,
+            );
+            if let Some(hook) = &hook {
+                hook.map(process.node.id(), TWIN_HOST + id);
+            }
+            started.insert(id, process.clone());
+            process
+        })
+    };
     // Before any broker runs: their first steps may reach a point. A run
     // without point rates installs nothing (and makes no node for it), so
     // it draws no extra randomness and keeps its digest.
@@ -532,6 +572,8 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         counts: fault_counts.clone(),
         start,
         frozen,
+        processes,
+        twin,
     });
     // Triggered steps wait for their call on their own, alongside the
     // timeline.
@@ -910,6 +952,9 @@ struct FaultEnv {
     counts: Counts,
     start: Instant,
     frozen: Frozen,
+    /// The brokers' processes, to see whether one stopped itself.
+    processes: Vec<Process>,
+    twin: TwinStarter,
 }
 
 impl FaultEnv {
@@ -922,6 +967,22 @@ impl FaultEnv {
         self.trace
             .record(format!("{} fault {}", self.stamp(), f.describe()));
         self.counts.add(f.kind.name());
+        if let FaultKind::Twin { broker, mode } = f.kind {
+            let stamp = || self.stamp();
+            let twin = Twin {
+                handle: &self.handle,
+                broker: broker as u32,
+                original: &self.processes[broker],
+                start: &self.twin,
+                frozen: &self.frozen,
+                trace: &self.trace,
+                stamp: &stamp,
+                lasts: f.lasts,
+                notice: Duration::from_secs(3 * HEARTBEAT_SECS),
+            };
+            twin.inject(mode).await;
+            return;
+        }
         let apply_all = |on| {
             apply(
                 &self.handle,
@@ -1048,6 +1109,8 @@ pub enum FaultKind {
     NfsRestart,
     /// Step a broker's wall clock by this many ms; NTP steps it back after.
     ClockJump { broker: usize, ms: i64 },
+    /// Start a second process with the broker's id (see `twins`).
+    Twin { broker: usize, mode: TwinMode },
 }
 
 impl FaultKind {
@@ -1062,6 +1125,10 @@ impl FaultKind {
                 broker: b,
             },
             FaultKind::ClockJump { ms, .. } => FaultKind::ClockJump { broker: b, ms: *ms },
+            FaultKind::Twin { mode, .. } => FaultKind::Twin {
+                broker: b,
+                mode: *mode,
+            },
             FaultKind::NfsRestart => FaultKind::NfsRestart,
         }
     }
@@ -1074,6 +1141,7 @@ impl FaultKind {
             FaultKind::CutLink { .. } => "cut",
             FaultKind::NfsRestart => "nfs-restart",
             FaultKind::ClockJump { .. } => "clock",
+            FaultKind::Twin { .. } => "twin",
         }
     }
 }
@@ -1087,6 +1155,7 @@ impl Fault {
             FaultKind::CutLink { client, broker } => format!("cut client-{client} broker-{broker}"),
             FaultKind::NfsRestart => "nfs-restart".to_owned(),
             FaultKind::ClockJump { broker, ms } => format!("clock broker-{broker} jumps {ms} ms"),
+            FaultKind::Twin { broker, mode } => format!("twin broker-{broker} {}", mode.name()),
         }
     }
 }
@@ -1102,10 +1171,18 @@ pub(crate) fn schedule(
     clients: usize,
     end: Duration,
 ) -> Vec<Fault> {
-    let kinds: Vec<&str> = ["crash", "pause", "isolate", "cut", "nfs-restart", "clock"]
-        .into_iter()
-        .filter(|k| enabled.contains(k))
-        .collect();
+    let kinds: Vec<&str> = [
+        "crash",
+        "pause",
+        "isolate",
+        "cut",
+        "nfs-restart",
+        "clock",
+        "twin",
+    ]
+    .into_iter()
+    .filter(|k| enabled.contains(k))
+    .collect();
     let mut out = Vec::new();
     if kinds.is_empty() {
         return out;
@@ -1133,13 +1210,20 @@ pub(crate) fn schedule(
                     ms: if rng.gen_bool(0.5) { ms } else { -ms },
                 }
             }
+            "twin" => FaultKind::Twin {
+                broker,
+                mode: TwinMode::ALL[rng.gen_range(0..TwinMode::ALL.len())],
+            },
             _ => FaultKind::NfsRestart,
         };
         let (min, max) = match (&kind, pace.pause_ms) {
             (FaultKind::Pause(_), Some(range)) => range,
             _ => pace.lasts_ms,
         };
-        let lasts = Duration::from_millis(rng.gen_range(min..max));
+        let mut lasts = Duration::from_millis(rng.gen_range(min..max));
+        if let FaultKind::Twin { .. } = kind {
+            lasts = lasts.max(TWIN_START_UP);
+        }
         out.push(Fault {
             at: t,
             lasts,
@@ -1165,6 +1249,8 @@ fn apply(
         FaultKind::NfsRestart if on => nfs.restart_server(),
         FaultKind::NfsRestart => {}
         FaultKind::ClockJump { broker, ms } => clocks[broker].jump(if on { ms } else { -ms }),
+        // Started and healed by `twins::Twin::inject`.
+        FaultKind::Twin { .. } => {}
         FaultKind::Crash(b) if on => handle.kill(brokers[b].id()),
         FaultKind::Crash(b) => handle.restart(brokers[b].id()),
         FaultKind::Pause(b) if on => handle.pause(brokers[b].id()),
@@ -1280,6 +1366,9 @@ impl Violations {
     }
 }
 
+/// Starts broker `id`'s process on a node of its own; a `twin` (see
+/// `twins`) gets an address and an NFS host apart from the broker's.
+#[allow(clippy::too_many_arguments)]
 fn start_broker(
     handle: &Handle,
     nfs: &ModelNfs,
@@ -1288,8 +1377,14 @@ fn start_broker(
     frozen: Frozen,
     producer_id_block: u32,
     security: bool,
-) -> NodeHandle {
-    let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + id as u8));
+    twin: bool,
+) -> Process {
+    let (net, host, name) = if twin {
+        (9, TWIN_HOST + id, format!("broker-{id}-twin"))
+    } else {
+        (0, id, format!("broker-{id}"))
+    };
+    let ip = IpAddr::V4(Ipv4Addr::new(10, 0, net, 1 + id as u8));
     // ACLs enforced, everything no ACL names open (`guard`); logins with
     // the stored credentials on a SASL_PLAINTEXT listener (`logins`).
     let secured = [
@@ -1344,22 +1439,30 @@ fn start_broker(
         ..config
     };
     let nfs = nfs.clone();
-    handle
+    let exited = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = exited.clone();
+    let node = handle
         .create_node()
-        .name(format!("broker-{id}"))
+        .name(name)
         .ip(ip)
         .restart_on_panic_matching(fault_points::CRASH)
         .init(move || {
-            frozen.booted(id);
-            let vfs: Arc<dyn Vfs> = Arc::new(nfs.boot_host(id));
+            if !twin {
+                frozen.booted(id);
+            }
+            flag.store(false, std::sync::atomic::Ordering::SeqCst);
+            let vfs: Arc<dyn Vfs> = Arc::new(nfs.boot_host(host));
             let config = config.clone();
+            let flag = flag.clone();
             async move {
                 if let Err(e) = broker::node::run(vfs, config, std::future::pending()).await {
                     tracing::error!(error = %e, "broker exited");
                 }
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
             }
         })
-        .build()
+        .build();
+    Process { node, exited }
 }
 
 /// Which brokers the faults froze or killed, and when each last woke up or
@@ -1461,10 +1564,13 @@ pub(crate) async fn observe_with_pauses(
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
     let started = Instant::now();
     let mut reported_absent = std::collections::BTreeSet::new();
+    // Per broker id: each incarnation the observer saw replaced, with the
+    // last sequence it saw of it.
+    let mut retired: BTreeMap<u32, BTreeMap<u64, u64>> = BTreeMap::new();
     // Three missed heartbeats, and a stalled NFS server (5 s) on top, after
     // the broker last woke up from a pause, plus the two intervals a
     // restarted broker watches its old heartbeat before it writes its own
-    // (`broker::startup::check_id_not_live`).
+    // (`broker::cluster::id_claim::claim_id`).
     let silence_limit = Duration::from_secs(HEARTBEAT_SECS * 3 + 14 + 2 * HEARTBEAT_SECS);
     let mut controllers = crate::controllers::Controllers::new();
     let mut interval = tokio::time::interval(OBSERVE_EVERY);
@@ -1534,6 +1640,25 @@ pub(crate) async fn observe_with_pauses(
                     )));
                 }
                 _ => {
+                    if let Some(s) = seen.get(&id).filter(|s| s.incarnation != hb.incarnation) {
+                        let gone = retired.entry(id).or_default();
+                        // The first replacement is the mark: a process that
+                        // keeps publishing between a newer one's heartbeats
+                        // would otherwise move it along.
+                        gone.entry(s.incarnation).or_insert(s.sequence);
+                        violations.checked(Invariant::IdShared);
+                        if let Some(&last) = gone.get(&hb.incarnation)
+                            && hb.sequence > last + 2
+                        {
+                            violations.push(Invariant::IdShared.says(format!(
+                                "broker-{id} incarnation {:016x} published sequence {} after a \
+                                 newer process replaced it at sequence {last} (at {})",
+                                hb.incarnation,
+                                hb.sequence,
+                                stamp().trim()
+                            )));
+                        }
+                    }
                     if seen
                         .get(&id)
                         .is_none_or(|s| s.incarnation != hb.incarnation)

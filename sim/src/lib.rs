@@ -91,4 +91,6 @@ pub mod transactor;
 #[cfg(madsim)]
 pub mod trimmer;
 #[cfg(madsim)]
+pub mod twins;
+#[cfg(madsim)]
 pub mod workload;

@@ -370,6 +370,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("txn-zombies", 8),
     ("controller-zombies", 5),
     ("security-zombies", 5),
+    ("twins", 4),
 ];
 
 /// The profile of `seed`.
@@ -469,6 +470,18 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
                 pause_ms: None,
             };
             set(&["clock"])
+        }
+        "twins" => {
+            // Second processes started with a live, a paused or a
+            // restarting broker's id (`twins`), among crashes and pauses:
+            // each twin lives 8 to 25 s, long enough to pass its start-up
+            // checks and, if it claims the id, to heartbeat.
+            pace = Pace {
+                lasts_ms: (8_000, 25_000),
+                gap_ms: (2_000, 8_000),
+                pause_ms: None,
+            };
+            set(&["twin", "crash", "pause"])
         }
         "txn-zombies" => {
             // Transaction coordinators held, frozen past a session timeout

@@ -126,8 +126,9 @@ fn a_partition_whose_flush_never_ends_holds_up_no_other_topic_nor_the_shutdown()
     // past its fsync: the partition's writer stays held, as by a volume
     // call that hangs.
     let held = Arc::new(AtomicBool::new(false));
+    let holds = held.clone();
     vfs::fault_point::install(Some(Arc::new(move |_, name| {
-        if name == "flush.synced" && !held.swap(true, Ordering::SeqCst) {
+        if name == "flush.synced" && !holds.swap(true, Ordering::SeqCst) {
             Box::pin(std::future::pending())
         } else {
             Box::pin(async {})
@@ -136,6 +137,7 @@ fn a_partition_whose_flush_never_ends_holds_up_no_other_topic_nor_the_shutdown()
     let (stop, stopped) = (Arc::new(Notify::new()), Arc::new(AtomicBool::new(false)));
     let (fresh_acked, stop_took) = rt.block_on({
         let (stop, stopped) = (stop.clone(), stopped.clone());
+        let held = held.clone();
         async move {
             let nfs = volume(7);
             broker(&nfs, stop.clone(), stopped.clone());
@@ -146,9 +148,21 @@ fn a_partition_whose_flush_never_ends_holds_up_no_other_topic_nor_the_shutdown()
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     let record = || broker::log::batch::build((-1, -1, -1), 0, &[b"v"]);
-                    // Never answered: its flush is the one held.
-                    let stuck = s.produce("stuck", 0, record()).await;
-                    assert!(!matches!(stuck, Ok((0, _, _))), "{stuck:?}");
+                    // Produced to until a flush of it is the one held (a
+                    // produce that raced the partition's first takeover
+                    // is refused before it gets there), from a session of
+                    // its own: the held one is never answered.
+                    let producer = tokio::spawn(async move {
+                        let mut p = Session::new("stuck", 1, Instant::now(), History::default());
+                        loop {
+                            let stuck = p.produce("stuck", 0, record()).await;
+                            assert!(!matches!(stuck, Ok((0, _, _))), "{stuck:?}");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    });
+                    while !held.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                     // Retention and the follow loop's rounds come and go
                     // while the writer stays held.
                     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -156,13 +170,13 @@ fn a_partition_whose_flush_never_ends_holds_up_no_other_topic_nor_the_shutdown()
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     let created = s.now();
-                    while s.now() < created + Duration::from_secs(30) {
-                        if let Ok((0, _, _)) = s.produce("fresh", 0, record()).await {
-                            return true;
-                        }
+                    let mut acked = false;
+                    while !acked && s.now() < created + Duration::from_secs(30) {
+                        acked = matches!(s.produce("fresh", 0, record()).await, Ok((0, _, _)));
                         tokio::time::sleep(Duration::from_millis(250)).await;
                     }
-                    false
+                    producer.abort();
+                    acked
                 })
                 .await
                 .unwrap();

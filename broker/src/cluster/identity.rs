@@ -148,7 +148,7 @@ async fn propose(vfs: &dyn Vfs, broker: u32, proposal: &str) -> io::Result<()> {
 
 /// Removes this broker's staging directories of earlier, interrupted runs.
 /// Only once the cluster id is settled and this broker id is known not to
-/// be live in another process (`startup::check_id_not_live`): a second
+/// be live in another process (`id_claim::claim_id`): a second
 /// process started with the same id may be proposing right now, and on
 /// another cluster's volume a same-numbered broker owns them.
 pub(crate) async fn sweep_own_staging(vfs: &dyn Vfs, broker: u32) -> io::Result<()> {

@@ -191,6 +191,10 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
     }
     let brokers = Path::new(layout::BROKERS_DIR);
     for name in names(vfs, brokers, report).await.unwrap_or_default() {
+        if crate::cluster::id_claim::is_claim_name(&name) {
+            claim(vfs, &brokers.join(&name), Payload::Any, report).await;
+            continue;
+        }
         let Ok(id) = name.parse::<u32>() else {
             continue;
         };
