@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, create_slot, fill_slot, read_claim};
+use vfs::durable::{Claim, ClaimToken, create_slot, fill_slot, make_durable, read_claim};
 
 /// A writer acknowledges its change only if its claim completed within this.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(4);
@@ -166,10 +166,16 @@ impl Versioned {
     }
 
     /// The newest complete version above `known`, if any: what a reader that
-    /// applied `known` applies next (it never goes back).
+    /// applied `known` applies next (it never goes back). It is made
+    /// durable first: its writer may have died between its write and its
+    /// fsync, and a server restart would take back what readers applied.
     pub async fn newer_than(&self, vfs: &dyn Vfs, known: u64) -> io::Result<Option<Version>> {
         let top = self.top(vfs, known).await?;
-        self.newest_complete(vfs, known, top).await
+        let newest = self.newest_complete(vfs, known, top).await?;
+        if let Some(v) = &newest {
+            make_durable(vfs, &self.path(v.number)).await?;
+        }
+        Ok(newest)
     }
 
     async fn newest_complete(
@@ -247,7 +253,16 @@ impl Versioned {
                 );
             }
             self.reached(vfs, Step::Read).await;
-            edit(&mut doc).map_err(ChangeError::Refused)?;
+            if let Err(refused) = edit(&mut doc) {
+                // A refusal may mean "already so" (the caller answers
+                // success): then the version that says so must be durable.
+                // Its writer may have died between its write and its fsync,
+                // and a server restart would take it back after this answer.
+                if base > 0 {
+                    make_durable(vfs, &self.path(base)).await?;
+                }
+                return Err(ChangeError::Refused(refused));
+            }
             let json = serde_json::to_vec(&doc).map_err(io::Error::other)?;
             let started = Instant::now();
             let claimed = self.claim(vfs, top + 1, &token, &json).await?;
@@ -304,6 +319,82 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    /// A version whose writer crashed after writing it and before its
+    /// fsync is seen by others (its pages reached the server) and taken
+    /// back by a server restart. A change refused as "already so" on top
+    /// of it is answered as a success: the version must outlive that.
+    /// A model NFS where `["a"]` is version 1 of a document, written by a
+    /// writer that crashed before its fsync: other hosts see it (its pages
+    /// reached the server) and a server restart takes it back.
+    async fn version_written_without_fsync() -> (vfs::model::ModelNfs, Versioned) {
+        use vfs::OpenOptions;
+        use vfs::model::{Faults, ModelNfs, NfsConfig};
+        let config = NfsConfig {
+            faults: Faults {
+                crash_landed_probability: 1.0,
+                ..Faults::default()
+            },
+            ..NfsConfig::default()
+        };
+        let nfs = ModelNfs::new(config, 1);
+        let (writer, other) = (nfs.host(1), nfs.host(2));
+        let doc = store(&other).await;
+        // Version 1's bytes, made durably elsewhere, then written as
+        // version 1 by the writer, which crashes before its fsync.
+        let scratch = Path::new("security").join("scratch");
+        vfs::durable::claim(&other, &scratch, &ClaimToken::fresh("w"), b"[\"a\"]")
+            .await
+            .unwrap();
+        let bytes = vfs::read_file(&other, &scratch).await.unwrap();
+        let file = writer
+            .open(&doc.path(1), OpenOptions::create_new())
+            .await
+            .unwrap();
+        file.write_at(0, Bytes::from(bytes)).await.unwrap();
+        nfs.crash_host(1);
+        (nfs, doc)
+    }
+
+    /// A reader applies only what outlives a server restart.
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn a_version_read_to_be_applied_is_made_durable() {
+        let (nfs, doc) = version_written_without_fsync().await;
+        let reader = nfs.host(2);
+        let applied = doc.newer_than(&reader, 0).await.unwrap().unwrap();
+        assert_eq!(applied.number, 1);
+        nfs.restart_server();
+        let other = nfs.host(3);
+        let after = doc.newer_than(&other, 0).await.unwrap();
+        assert_eq!(
+            after.map(|v| v.number),
+            Some(1),
+            "an applied version was taken back"
+        );
+    }
+
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn a_change_already_made_confirms_the_version_that_made_it() {
+        let (nfs, doc) = version_written_without_fsync().await;
+        let changer = nfs.host(2);
+        let refused = doc
+            .change(&changer, |d: &mut BTreeSet<String>| {
+                if d.contains("a") {
+                    Err("already so")
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        assert!(matches!(refused, Err(ChangeError::Refused("already so"))));
+        nfs.restart_server();
+        let after = doc.newer_than(&changer, 0).await.unwrap().unwrap();
+        assert_eq!(after.number, 1);
+        let kept: BTreeSet<String> = decode("doc", &after).unwrap();
+        assert!(kept.contains("a"), "the change answered as made is gone");
+    }
 
     async fn store(vfs: &dyn Vfs) -> Versioned {
         vfs.mkdir(Path::new("security")).await.unwrap();
