@@ -39,6 +39,11 @@ pub struct Heartbeat {
     /// The controller answers with the next epoch.
     #[serde(default)]
     pub stuck: Vec<(String, u32, u32)>,
+    /// Partitions assigned here, held offline in their epoch because
+    /// their files are damaged: `(topic id, partition, epoch)`. The
+    /// controller marks them offline in the assignment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline: Vec<(String, u32, u32)>,
     /// Ids of topics this broker created that the assignment does not name
     /// yet: the controller's listing of `topics/` may not show them for a
     /// minute on NFS (see `cluster::announced`).
@@ -74,11 +79,13 @@ impl Beater {
         mut first: Heartbeat,
         interval: Duration,
         stuck: StuckReport,
+        offline: StuckReport,
         announced: Arc<Announced>,
         claimed: IdClaim,
     ) -> Self {
         let mut temps_left = false;
         first.stuck = stuck();
+        first.offline = offline();
         first.created = announced.pending();
         match write(vfs.as_ref(), &first).await {
             Ok(()) => first.sequence += 1,
@@ -123,6 +130,7 @@ impl Beater {
                 }
                 let mut hb = lock(&shared).clone();
                 hb.stuck = stuck();
+                hb.offline = offline();
                 hb.created = announced.pending();
                 match write(vfs.as_ref(), &hb).await {
                     Ok(()) => lock(&shared).sequence = hb.sequence + 1,
@@ -194,6 +202,7 @@ mod tests {
             endpoints: Default::default(),
             leaving: false,
             stuck: Vec::new(),
+            offline: Vec::new(),
             created: vec!["t".into()],
         };
         write(&vfs, &hb).await.unwrap();

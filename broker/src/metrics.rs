@@ -36,6 +36,7 @@ struct Inner {
     connections: IntGauge,
     connections_refused: IntCounter,
     partitions_led: IntGauge,
+    partitions_offline: IntGauge,
     coordinator_slots_led: IntGauge,
     takeovers: IntCounterVec,
     takeover_seconds: HistogramVec,
@@ -140,6 +141,12 @@ impl Metrics {
                 "Client connections refused by --max-connections or --max-connections-per-ip",
             ),
             partitions_led: gauge(&r, "partitions_led", "Partitions this broker leads"),
+            partitions_offline: gauge(
+                &r,
+                "partitions_offline",
+                "Partitions assigned to this broker and held offline because their files on \
+                 the volume are damaged (an unreadable manifest, a missing segment): run kaas fsck",
+            ),
             coordinator_slots_led: gauge(
                 &r,
                 "coordinator_slots_led",
@@ -357,8 +364,9 @@ impl Metrics {
         self.0.connections_refused.inc();
     }
 
-    pub fn led(&self, partitions: usize, coordinator_slots: usize) {
+    pub fn led(&self, partitions: usize, offline: usize, coordinator_slots: usize) {
         self.0.partitions_led.set(partitions as i64);
+        self.0.partitions_offline.set(offline as i64);
         self.0.coordinator_slots_led.set(coordinator_slots as i64);
     }
 
@@ -487,7 +495,7 @@ mod tests {
         m.request("Produce", Duration::from_millis(4), &[6]);
         m.bytes_in("orders", 1024);
         m.fenced("Produce");
-        m.led(3, 2);
+        m.led(3, 0, 2);
         let open = m.connection_opened();
         drop(m.connection_opened());
         m.volume_observer()
@@ -503,6 +511,7 @@ mod tests {
             "kaas_topic_bytes_in_total{topic=\"orders\"} 1024",
             "kaas_fence_refusals_total{api=\"Produce\"} 1",
             "kaas_partitions_led 3",
+            "kaas_partitions_offline 0",
             "kaas_coordinator_slots_led 2",
             "kaas_connections 1",
             "kaas_volume_errors_total{errno=\"ESTALE\",op=\"open\"} 1",

@@ -382,6 +382,7 @@ impl Node {
             endpoints: endpoints(&config),
             leaving: false,
             stuck: Vec::new(),
+            offline: Vec::new(),
             created: Vec::new(),
         };
         Node {
@@ -452,12 +453,15 @@ impl Node {
             stuck.extend(coordinators.stuck());
             stuck
         });
+        let leaders = self.leaders.clone();
+        let offline: heartbeat::StuckReport = Box::new(move || leaders.offline());
         let interval = heartbeat_interval(&self.config);
         heartbeat::Beater::start(
             self.vfs.clone(),
             self.hb.clone(),
             interval,
             stuck,
+            offline,
             self.announced.clone(),
             self.claimed.clone(),
         )
@@ -533,8 +537,11 @@ impl Node {
                 .start(async move { leaders.enforce_retention(clock.now_ms()).await });
         }
         self.cleaner.start_if_due(&self.leaders, &self.config);
-        self.metrics
-            .led(self.leaders.count(), self.coordinators.led().len());
+        self.metrics.led(
+            self.leaders.count(),
+            self.leaders.offline().len(),
+            self.coordinators.led().len(),
+        );
     }
 
     /// The controller re-drives deletions to their end state and sweeps the

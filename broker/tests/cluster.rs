@@ -38,6 +38,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
                 endpoints: Default::default(),
                 leaving: false,
                 stuck: Vec::new(),
+                offline: Vec::new(),
                 created: Vec::new(),
             },
             vfs,

@@ -17,8 +17,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kaasproc import KAAS, Broker  # noqa: E402
+from test_conformance import batch, produce  # noqa: E402
 
 EVENTUALLY = 120
+KAFKA_STORAGE_ERROR = 56
 
 
 def test_a_flipped_byte_in_an_acknowledged_segment_is_found_never_cut():
@@ -83,5 +85,75 @@ def test_a_flipped_byte_in_an_acknowledged_segment_is_found_never_cut():
         p.produce("damaged", value="after", on_delivery=lambda _e, m: offsets.append(m.offset()))
         assert p.flush(EVENTUALLY) == 0
         assert offsets == [200], offsets
+    finally:
+        b.stop()
+
+
+def test_an_unreadable_manifest_is_one_offline_state_not_an_epoch_loop():
+    """The issue's trial: `truncate -s 0` of the partition's manifest, the
+    broker started again. Before: a new epoch claimed about every 2 s while
+    Metadata named the broker leader. Now: one epoch, Metadata shows the
+    partition without a leader and its replica offline, a produce sent to
+    the broker is answered KAFKA_STORAGE_ERROR, fsck exits 1 naming the
+    manifest, and the partition is back once the file is restored."""
+    b = Broker()
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.addr})
+        admin.create_topics([NewTopic("broken", 1, 1)])["broken"].result(EVENTUALLY)
+        p = Producer({"bootstrap.servers": b.addr, "acks": "all",
+                      "message.timeout.ms": EVENTUALLY * 1000})
+        for i in range(20):
+            p.produce("broken", value=f"record {i:02d}")
+        assert p.flush(EVENTUALLY) == 0
+        b.stop()
+
+        partition = glob.glob(os.path.join(b.dir, "topics", "*", "0"))[0]
+        manifests = sorted(glob.glob(os.path.join(partition, "manifest-*")))
+        newest = manifests[-1]
+        with open(newest, "rb") as f:
+            whole = f.read()
+        os.truncate(newest, 0)
+        epochs_before = len(glob.glob(os.path.join(partition, "epoch-*")))
+
+        b.start()
+        admin = AdminClient({"bootstrap.servers": b.addr})
+        deadline = time.monotonic() + EVENTUALLY
+        while True:
+            t = admin.list_topics("broken", timeout=30).topics["broken"]
+            part = t.partitions[0]
+            if part.leader == -1 and part.error is not None:
+                break
+            assert time.monotonic() < deadline, f"still led in Metadata: {part.leader} {part.error}"
+            time.sleep(0.5)
+        assert part.error.code() == KafkaError.LEADER_NOT_AVAILABLE, part.error
+        # Twenty heartbeats later, still the one epoch of this start.
+        time.sleep(20)
+        epochs = len(glob.glob(os.path.join(partition, "epoch-*")))
+        assert epochs <= epochs_before + 1, f"{epochs - epochs_before} epochs claimed in 20 s"
+
+        # A client with metadata from before sends its produce anyway.
+        answer = produce(b.addr, 9, batch(b"x"), name="broken").partition_responses[0].error_code
+        assert answer == KAFKA_STORAGE_ERROR, f"produce to the held partition answered {answer}"
+
+        fsck = subprocess.run([KAAS, "fsck", "--data-dir", b.dir, "--json"],
+                              capture_output=True, text=True, timeout=EVENTUALLY)
+        assert fsck.returncode == 1, fsck
+        errors = [f for f in json.loads(fsck.stdout)["findings"] if f["severity"] == "error"]
+        assert any(os.path.basename(newest) in f["what"] and f.get("topic") == "broken"
+                   for f in errors), errors
+
+        # Restored from a backup: led again within one retry (30 s).
+        with open(newest + ".restore", "wb") as f:
+            f.write(whole)
+        os.rename(newest + ".restore", newest)
+        deadline = time.monotonic() + EVENTUALLY
+        while admin.list_topics("broken", timeout=30).topics["broken"].partitions[0].leader == -1:
+            assert time.monotonic() < deadline, "still offline after the manifest was restored"
+            time.sleep(1)
+        c = Consumer({"bootstrap.servers": b.addr, "group.id": "broken-reader"})
+        _, high = c.get_watermark_offsets(TopicPartition("broken", 0), timeout=EVENTUALLY)
+        c.close()
+        assert high == 20, high
     finally:
         b.stop()

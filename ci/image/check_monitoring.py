@@ -1,14 +1,33 @@
 """deploy/monitoring against the brokers it monitors: the PodMonitor must
-select the StatefulSet's pods and scrape a port they expose, and the
-dashboard ConfigMap must carry a dashboard Grafana can load.
+select the StatefulSet's pods and scrape a port they expose, the dashboard
+ConfigMap must carry a dashboard Grafana can load, and every metric an
+alert or a dashboard query names must be one the broker exports (the names
+registered in broker/src/metrics.rs).
 
 Usage: python check_monitoring.py MONITORING.yaml BASE.yaml
 """
 
 import json
+import re
 import sys
 
 import yaml
+
+
+def exported():
+    """The metric names the broker registers (prefix kaas_), with the
+    series a histogram adds."""
+    with open("broker/src/metrics.rs") as f:
+        source = f.read()
+    names = set(re.findall(r'"([a-z][a-z0-9_]*)"', source))
+    out = set()
+    for n in names:
+        out |= {f"kaas_{n}", f"kaas_{n}_bucket", f"kaas_{n}_sum", f"kaas_{n}_count"}
+    return out
+
+
+def named_metrics(expr):
+    return set(re.findall(r"\bkaas_[a-z0-9_]+", expr))
 
 
 def main(monitoring, base):
@@ -41,12 +60,28 @@ def main(monitoring, base):
             problems.append("the dashboard has no panels, or a panel without queries")
         if cm["metadata"].get("labels", {}).get("grafana_dashboard") != "1":
             problems.append("the dashboard ConfigMap lacks the grafana_dashboard label")
+    known = exported()
+    rules = [r for d in mon if d["kind"] == "PrometheusRule"
+             for g in d["spec"]["groups"] for r in g["rules"]]
+    if not rules:
+        problems.append("no PrometheusRule with alerts")
+    for r in rules:
+        for m in named_metrics(r["expr"]) - known:
+            problems.append(f"alert {r.get('alert')} names {m}, which the broker does not export")
+        if "runbook" not in r.get("annotations", {}):
+            problems.append(f"alert {r.get('alert')} names no runbook")
+    for cm in maps:
+        for panel in json.loads(cm["data"]["kaas-dashboard.json"])["panels"]:
+            for t in panel.get("targets", []):
+                for m in named_metrics(t.get("expr", "")) - known:
+                    problems.append(f"panel {panel.get('title')!r} queries {m}, which the broker does not export")
     for p in problems:
         print(f"deploy/monitoring: {p}", file=sys.stderr)
     if problems:
         sys.exit(1)
     print(f"deploy/monitoring: PodMonitor selects the brokers' pods and port; dashboard with "
-          f"{len(maps and json.loads(maps[0]['data']['kaas-dashboard.json'])['panels'])} panels")
+          f"{len(maps and json.loads(maps[0]['data']['kaas-dashboard.json'])['panels'])} panels; "
+          f"{len(rules)} alerts, every metric they and the panels name exported")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         endpoints: Default::default(),
         leaving: false,
         stuck: Vec::new(),
+        offline: Vec::new(),
         created: Vec::new(),
     };
     broker::heartbeat::write(volume, &hb).await.unwrap();

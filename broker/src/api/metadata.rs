@@ -245,7 +245,22 @@ impl Api {
         let partitions = (0..meta.partitions)
             .map(|p| {
                 let part = MetadataResponsePartition::default().with_partition_index(p as i32);
+                let epoch = |l: &crate::cluster::placement::Leadership| {
+                    if version >= 7 {
+                        l.leader_epoch as i32
+                    } else {
+                        -1
+                    }
+                };
                 match a.and_then(|a| a.leadership(&meta.id, p)) {
+                    // As Kafka answers for a partition whose only replica
+                    // is offline: no leader, the replica named offline.
+                    Some(l) if a.is_some_and(|a| a.is_offline(&meta.id, p)) => part
+                        .with_error_code(code(ResponseError::LeaderNotAvailable))
+                        .with_leader_id(BrokerId(-1))
+                        .with_leader_epoch(epoch(&l))
+                        .with_replica_nodes(vec![BrokerId(l.leader as i32)])
+                        .with_offline_replicas(vec![BrokerId(l.leader as i32)]),
                     Some(l) => part
                         .with_leader_id(BrokerId(l.leader as i32))
                         .with_leader_epoch(if version >= 7 {

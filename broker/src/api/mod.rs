@@ -405,10 +405,12 @@ impl Api {
         if p >= meta.partitions {
             return Err(code(ResponseError::UnknownTopicOrPartition));
         }
-        let log = self
-            .leaders
-            .get(&meta.id, p)
-            .ok_or(code(ResponseError::NotLeaderOrFollower))?;
+        let Some(log) = self.leaders.get(&meta.id, p) else {
+            return Err(match self.leaders.offline_because(&meta.id, p) {
+                Some(_) => code(ResponseError::KafkaStorageError),
+                None => code(ResponseError::NotLeaderOrFollower),
+            });
+        };
         Ok((meta.id, log))
     }
 }

@@ -124,7 +124,17 @@ impl Api {
                 left -= 1;
                 let part = DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p as i32);
+                let offline = a.as_ref().is_some_and(|a| a.is_offline(&meta.id, p));
                 partitions.push(match a.as_ref().and_then(|a| a.leadership(&meta.id, p)) {
+                    // Held offline by its leader: damaged files (Metadata too).
+                    Some(l) if offline => {
+                        let replica = BrokerId(l.leader as i32);
+                        part.with_error_code(code(ResponseError::LeaderNotAvailable))
+                            .with_leader_id(BrokerId(-1))
+                            .with_leader_epoch(l.leader_epoch as i32)
+                            .with_replica_nodes(vec![replica])
+                            .with_offline_replicas(vec![replica])
+                    }
                     Some(l) => {
                         let leader = BrokerId(l.leader as i32);
                         part.with_leader_id(leader)

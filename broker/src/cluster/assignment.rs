@@ -38,6 +38,11 @@ pub struct Assignment {
     /// leader epoch of a slot is its coordinator epoch.
     #[serde(default)]
     pub coordinators: Vec<(u32, Leadership)>,
+    /// `(topic id, partition)` of partitions whose leader holds them
+    /// offline in their epoch (their files on the volume are damaged),
+    /// sorted: Metadata names no leader for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline: Vec<(String, u32)>,
 }
 
 /// How many coordinator slots the cluster has. Fixed: a group's slot must
@@ -102,6 +107,13 @@ impl Assignment {
                     .map(|(s, l)| ((COORDINATOR_KEY.to_owned(), *s), *l)),
             )
             .collect()
+    }
+
+    /// Whether the leader of `(topic, partition)` holds it offline.
+    pub fn is_offline(&self, topic_id: &str, partition: u32) -> bool {
+        self.offline
+            .binary_search_by(|(t, p)| (t.as_str(), *p).cmp(&(topic_id, partition)))
+            .is_ok()
     }
 
     pub fn coordinator(&self, slot: u32) -> Option<Leadership> {

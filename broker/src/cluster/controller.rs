@@ -38,6 +38,8 @@ struct Seen {
     endpoints: BTreeMap<String, String>,
     leaving: bool,
     stuck: Vec<(String, u32, u32)>,
+    /// Partitions it holds offline in their epoch (damaged files).
+    offline: Vec<(String, u32, u32)>,
     /// Topics it created that the assignment may not name yet.
     created: Vec<String>,
     changed: Instant,
@@ -250,8 +252,12 @@ impl ControllerAgent {
             Some(id) if !id.is_empty() => id,
             _ => assignment::ensure_cluster_id(v.as_ref(), self.broker).await?,
         };
+        let offline = self.offline(&live, &placed);
         let unchanged = previous.as_ref().is_some_and(|p| {
-            p.controller_epoch == epoch && p.as_map() == placed && p.brokers == brokers
+            p.controller_epoch == epoch
+                && p.as_map() == placed
+                && p.brokers == brokers
+                && p.offline == offline
         });
         if unchanged {
             return Ok(Role::Controller { epoch });
@@ -280,9 +286,34 @@ impl ControllerAgent {
             partitions: topics.into_iter().map(|((t, p), l)| (t, p, l)).collect(),
             cluster_id,
             coordinators: slots.into_iter().map(|((_, s), l)| (s, l)).collect(),
+            offline,
         };
         assignment::write(v.as_ref(), &next).await?;
         Ok(Role::Controller { epoch })
+    }
+
+    /// Partitions a live broker reports holding offline in the epoch it
+    /// still leads them in, sorted.
+    fn offline(
+        &self,
+        live: &BTreeSet<u32>,
+        placed: &BTreeMap<PartitionKey, Leadership>,
+    ) -> Vec<(String, u32)> {
+        let mut offline: Vec<(String, u32)> = live
+            .iter()
+            .filter_map(|b| self.seen.get(b).map(|s| (b, s)))
+            .flat_map(|(b, s)| {
+                s.offline.iter().filter(move |(t, p, e)| {
+                    placed
+                        .get(&(t.clone(), *p))
+                        .is_some_and(|l| l.leader == *b && l.leader_epoch == *e)
+                })
+            })
+            .map(|(t, p, _)| (t.clone(), *p))
+            .collect();
+        offline.sort();
+        offline.dedup();
+        offline
     }
 
     /// The brokers to place leaders on: every live one, this one unless it
@@ -454,6 +485,7 @@ impl ControllerAgent {
                     endpoints: hb.endpoints,
                     leaving: hb.leaving,
                     stuck: hb.stuck,
+                    offline: hb.offline,
                     created: hb.created,
                     changed,
                 },

@@ -308,7 +308,14 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
             return;
         }
         Err(e) => {
-            report.add(Severity::Error, dir, format!("manifest unreadable: {e}"));
+            report.add(
+                Severity::Error,
+                dir,
+                format!(
+                    "manifest unreadable, so the partition is held offline: {e} (manifests are \
+                     only ever replaced whole: this is damage, not a write in flight)"
+                ),
+            );
             return;
         }
     };

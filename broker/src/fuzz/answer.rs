@@ -72,6 +72,7 @@ fn assignment(topic_id: &str) -> Assignment {
         partitions: (0..2).map(|p| (topic_id.to_owned(), p, led)).collect(),
         cluster_id: "fuzz-cluster".into(),
         coordinators: (0..COORDINATOR_SLOTS).map(|s| (s, led)).collect(),
+        offline: Vec::new(),
     }
 }
 

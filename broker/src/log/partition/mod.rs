@@ -103,6 +103,12 @@ pub enum LogError {
     },
     #[error("not the leader any more: epoch {0} was superseded")]
     Fenced(u32),
+    /// The partition's files on the volume cannot be used as they are (an
+    /// unreadable manifest, a segment the manifest names that is gone): a
+    /// new epoch would find the same, so the partition is held offline
+    /// until an operator restores or repairs them (`kaas fsck`).
+    #[error("the partition's files are damaged: {0}")]
+    Unusable(String),
     #[error("offset {offset} is out of range [{start}, {end}]")]
     OutOfRange { offset: i64, start: i64, end: i64 },
     #[error("the log stopped after a storage error: {0}")]

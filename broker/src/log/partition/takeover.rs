@@ -3,6 +3,8 @@
 //! can switch back on.
 
 use super::*;
+use crate::log::manifest::manifest_path;
+use std::collections::BTreeSet;
 
 impl PartitionLog {
     /// Takes over the partition in `dir` as leader of `epoch` (see the
@@ -28,13 +30,16 @@ impl PartitionLog {
         vfs::fault_point!(v, "takeover.decided");
         #[cfg(madsim)]
         let resurrect = crate::historical::resurrected_partition::make_dirs_if_on(v, &dir).await?;
-        let previous = claim_and_find_previous(v, &dir, epoch, token).await?;
+        let previous = claim_and_find_previous(v, &dir, epoch, token)
+            .await
+            .map_err(unusable_if_unreadable)?;
         #[cfg(madsim)]
         let previous = crate::historical::resurrected_partition::empty_log_if_missing(
             resurrect, previous, v, &dir, expected,
         )
         .await?;
-        let mut manifest = ours(previous, &dir, expected)?;
+        let mut manifest = ours(previous, &dir, expected).map_err(unusable_if_unreadable)?;
+        missing_segments(v, &dir, &manifest).await?;
         let mut producers = manifest.producers.clone();
         vfs::fault_point!(v, "takeover.fenced");
         let adopted = adopt_tail(v, &dir, &mut manifest, &mut producers).await?;
@@ -113,6 +118,35 @@ async fn claim_and_find_previous(
         }
     }
     Ok(None)
+}
+
+/// An unreadable manifest (garbage, empty, another partition's) is damage:
+/// a manifest is only ever replaced whole, so no writer leaves one so.
+fn unusable_if_unreadable(e: LogError) -> LogError {
+    match e {
+        LogError::Io(e) if e.kind() == io::ErrorKind::InvalidData => {
+            LogError::Unusable(e.to_string())
+        }
+        e => e,
+    }
+}
+
+/// Fails with [`LogError::Unusable`] if a segment `manifest` names is not
+/// on the volume: one listing of the directory, and a fresh open of each
+/// name it lacks (a listing may be a minute old).
+async fn missing_segments(v: &dyn Vfs, dir: &Path, manifest: &Manifest) -> Result<(), LogError> {
+    let listed: BTreeSet<String> = v.read_dir(dir).await?.into_iter().map(|e| e.name).collect();
+    for segment in &manifest.segments {
+        let name = segment.file_name();
+        if !listed.contains(&name) && !vfs::exists_now(v, &dir.join(&name)).await? {
+            return Err(LogError::Unusable(format!(
+                "{} names segment {name} (offsets from {}), which is not on the volume",
+                manifest_path(dir, manifest.epoch).display(),
+                segment.base_offset
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The previous manifest, if it is one of the expected partition's: a

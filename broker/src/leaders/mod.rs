@@ -13,6 +13,8 @@ use crate::log::partition::CleanerLimits;
 use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogConfig, LogError, PartitionLog, topic};
 
+mod offline;
+
 /// How many partition takeovers a broker runs at once.
 const TAKEOVERS_AT_ONCE: usize = 32;
 
@@ -29,6 +31,8 @@ pub struct Leaders {
     /// `(topic id, partition, epoch)` this broker can never lead in that
     /// epoch; reported in the heartbeat so the controller bumps the epoch.
     stuck: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
+    /// Partitions whose files cannot be used, held in their epoch.
+    offline: Mutex<offline::Offline>,
     metrics: crate::metrics::Metrics,
 }
 
@@ -47,6 +51,7 @@ impl Leaders {
             configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
             stuck: Mutex::new(std::collections::BTreeSet::new()),
+            offline: Mutex::new(offline::Offline::default()),
             metrics: crate::metrics::Metrics::unobserved(),
         }
     }
@@ -83,6 +88,19 @@ impl Leaders {
 
     pub fn stuck(&self) -> Vec<(String, u32, u32)> {
         lock(&self.stuck).iter().cloned().collect()
+    }
+
+    /// Partitions assigned here that are held offline: their files are
+    /// damaged. `(topic id, partition, epoch)`, for the heartbeat.
+    pub fn offline(&self) -> Vec<(String, u32, u32)> {
+        lock(&self.offline).list()
+    }
+
+    /// Why `(topic, partition)` is held offline here, if it is.
+    pub fn offline_because(&self, topic_id: &str, partition: u32) -> Option<String> {
+        lock(&self.offline)
+            .get(topic_id, partition)
+            .map(|h| h.why.clone())
     }
 
     /// Gives up leading `(topic, partition)` in `epoch`: a retry in the same
@@ -266,6 +284,7 @@ impl Leaders {
         }
         // Reports stand until the assignment moved past them.
         lock(&self.stuck).retain(|(t, p, e)| mine.get(&(t.clone(), *p)) == Some(e));
+        lock(&self.offline).retain(|t, p, e| mine.get(&(t.to_owned(), p)) == Some(&e));
         self.open_assigned(mine).await;
         self.refresh_configs().await;
     }
@@ -279,7 +298,9 @@ impl Leaders {
         let todo: Vec<((String, u32), u32)> = mine
             .into_iter()
             .filter(|((t, p), epoch)| {
-                self.get(t, *p).is_none() && !lock(&self.stuck).contains(&(t.clone(), *p, *epoch))
+                self.get(t, *p).is_none()
+                    && !lock(&self.stuck).contains(&(t.clone(), *p, *epoch))
+                    && !lock(&self.offline).waits(t, *p, *epoch)
             })
             .collect();
         stream::iter(todo)
@@ -308,8 +329,27 @@ impl Leaders {
             .takeover("partition", began.elapsed(), opened.is_ok());
         match opened {
             Ok(log) => {
+                if let Some(held) = lock(&self.offline).release(&t, p) {
+                    tracing::warn!(topic_id = %t, partition = p, epoch, was = held.why, "the partition's files are usable again: back online");
+                }
                 tracing::info!(topic_id = %t, partition = p, epoch, "leading");
                 lock(&self.logs).insert((t, p), Arc::new(log));
+            }
+            Err(LogError::Unusable(why)) => {
+                if lock(&self.offline).hold(&t, p, epoch, why.clone()) {
+                    tracing::error!(
+                        topic_id = %t,
+                        partition = p,
+                        epoch,
+                        error = why,
+                        retry_secs = offline::RETRY.as_secs(),
+                        "partition held offline: its files on the volume are damaged; produce and \
+                         fetch answer KAFKA_STORAGE_ERROR until they are restored or repaired \
+                         (run kaas fsck; see the runbook)"
+                    );
+                } else {
+                    tracing::debug!(topic_id = %t, partition = p, epoch, error = why, "partition still damaged");
+                }
             }
             Err(e) => {
                 tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
