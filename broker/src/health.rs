@@ -13,7 +13,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,7 +27,13 @@ const LEAVING: u8 = 3;
 
 /// What `/readyz` answers; the broker's main loop updates it.
 #[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicU8>);
+pub struct Readiness {
+    state: Arc<AtomicU8>,
+    /// The shared volume has no room: said in the body, not by the status.
+    /// Every broker shares the volume, so a 503 would take them all off
+    /// the bootstrap Service at once and stop reads, which still work.
+    full: Arc<AtomicBool>,
+}
 
 impl Readiness {
     /// After each look at the assignment: serving, and listed in it or not.
@@ -35,23 +41,32 @@ impl Readiness {
         let next = if registered { READY } else { UNREGISTERED };
         // Leaving is final.
         let _ = self
-            .0
+            .state
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
                 (s != LEAVING).then_some(next)
             });
     }
 
     pub fn leaving(&self) {
-        self.0.store(LEAVING, Ordering::Relaxed);
+        self.state.store(LEAVING, Ordering::Relaxed);
+    }
+
+    /// Whether writes fail because the volume is full.
+    pub fn volume_full(&self, full: bool) {
+        self.full.store(full, Ordering::Relaxed);
     }
 
     pub(crate) fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == READY
+        self.state.load(Ordering::Relaxed) == READY
     }
 
     fn reason(&self) -> &'static str {
-        match self.0.load(Ordering::Relaxed) {
+        match self.state.load(Ordering::Relaxed) {
             STARTING => "starting: no assignment seen yet, not serving clients",
+            READY if self.full.load(Ordering::Relaxed) => {
+                "ready, but the volume is full: produce requests fail with KAFKA_STORAGE_ERROR \
+                 until space is freed (reads still work; see kaas_volume_free_bytes)"
+            }
             READY => "ready",
             UNREGISTERED => "serving, but not in the cluster's current assignment yet",
             _ => "shutting down",

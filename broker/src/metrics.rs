@@ -46,6 +46,9 @@ struct Inner {
     nfs_files: IntCounter,
     lost_replies: IntCounterVec,
     deletion_backlog: IntGauge,
+    volume_size: IntGauge,
+    volume_free: IntGauge,
+    volume_full: IntGauge,
     retention_backlog: IntGauge,
     throttle_seconds: HistogramVec,
     compactions: IntCounterVec,
@@ -141,11 +144,30 @@ impl Metrics {
                 "Client connections refused by --max-connections or --max-connections-per-ip",
             ),
             partitions_led: gauge(&r, "partitions_led", "Partitions this broker leads"),
+            volume_size: gauge(
+                &r,
+                "volume_size_bytes",
+                "Size of the shared volume as the mount reports it (statvfs; 0 where it cannot tell)",
+            ),
+            volume_free: gauge(
+                &r,
+                "volume_free_bytes",
+                "Bytes of the shared volume still available to the broker (statvfs; 0 where it \
+                 cannot tell, see kaas_volume_size_bytes)",
+            ),
+            volume_full: gauge(
+                &r,
+                "volume_full",
+                "1 while the volume has no room: a partition led here failed its last write with \
+                 ENOSPC or EDQUOT, or no byte is available; produce requests then fail with \
+                 KAFKA_STORAGE_ERROR",
+            ),
             partitions_offline: gauge(
                 &r,
                 "partitions_offline",
                 "Partitions assigned to this broker and held offline because their files on \
-                 the volume are damaged (an unreadable manifest, a missing segment): run kaas fsck",
+                 the volume are damaged (an unreadable manifest, a missing segment: run kaas \
+                 fsck) or the volume was too full for a takeover",
             ),
             coordinator_slots_led: gauge(
                 &r,
@@ -370,6 +392,17 @@ impl Metrics {
         self.0.coordinator_slots_led.set(coordinator_slots as i64);
     }
 
+    /// What the volume reports of its size and free space, if it can.
+    pub fn volume_space(&self, space: Option<vfs::Space>) {
+        let (size, free) = space.map_or((0, 0), |s| (s.total_bytes, s.available_bytes));
+        self.0.volume_size.set(size as i64);
+        self.0.volume_free.set(free as i64);
+    }
+
+    pub fn volume_full(&self, full: bool) {
+        self.0.volume_full.set(i64::from(full));
+    }
+
     pub fn takeover(&self, what: &str, elapsed: Duration, ok: bool) {
         let outcome = if ok { "ok" } else { "failed" };
         self.0.takeovers.with_label_values(&[what, outcome]).inc();
@@ -512,6 +545,8 @@ mod tests {
             "kaas_fence_refusals_total{api=\"Produce\"} 1",
             "kaas_partitions_led 3",
             "kaas_partitions_offline 0",
+            "kaas_volume_full 0",
+            "kaas_volume_free_bytes 0",
             "kaas_coordinator_slots_led 2",
             "kaas_connections 1",
             "kaas_volume_errors_total{errno=\"ESTALE\",op=\"open\"} 1",

@@ -296,6 +296,8 @@ struct Node {
     /// Rolls segments by age and compacts, a round at a time.
     cleaner: Cleaner,
     retention: Chore,
+    /// Reads the volume's size and free space once per interval.
+    volume_watch: Chore,
     security: Arc<Security>,
     /// Writes the markers of the transactions this broker coordinates.
     transactions: Option<JoinHandle<()>>,
@@ -401,6 +403,7 @@ impl Node {
             security_refresher: None,
             cleaner: Cleaner::default(),
             retention: Chore::default(),
+            volume_watch: Chore::default(),
             security,
             transactions: None,
             hb,
@@ -535,6 +538,16 @@ impl Node {
             let (leaders, clock) = (self.leaders.clone(), self.config.wall_clock.clone());
             self.retention
                 .start(async move { leaders.enforce_retention(clock.now_ms()).await });
+            // Its own task too: statfs on a stalled server waits with it.
+            let (vfs, leaders) = (self.vfs.clone(), self.leaders.clone());
+            let (metrics, readiness) = (self.metrics.clone(), self.readiness.clone());
+            self.volume_watch.start(async move {
+                let space = vfs.space().await.ok().flatten();
+                metrics.volume_space(space);
+                let full = leaders.volume_full() || space.is_some_and(|s| s.available_bytes == 0);
+                metrics.volume_full(full);
+                readiness.volume_full(full);
+            });
         }
         self.cleaner.start_if_due(&self.leaders, &self.config);
         self.metrics.led(
@@ -662,6 +675,7 @@ impl Node {
         }
         self.cleaner.chore.abort();
         self.retention.abort();
+        self.volume_watch.abort();
         for server in self.servers {
             server.abort();
         }

@@ -44,7 +44,9 @@ pub struct Args {
     /// Faults to inject, the same in every seed: `all`, `none`, or a
     /// comma-separated list of crash, pause, isolate, cut, nfs-restart, clock
     /// (per-broker wall-clock skew and jumps), nfs (the model NFS's own
-    /// faults: lost replies, EIO, ENOSPC, write-back, stalls, ...). Without
+    /// faults: lost replies, EIO, ENOSPC, write-back, stalls, ...), twin
+    /// (a second process with a broker's id), full (the volume fills up
+    /// until the heal). Without
     /// it, each seed draws its own world (see `sim::swarm`), printed with
     /// the run.
     #[arg(long, value_parser = parse_faults)]
@@ -128,6 +130,7 @@ pub(crate) const FAULT_KINDS: &[&str] = &[
     "clock",
     "nfs",
     "twin",
+    "full",
 ];
 
 fn parse_faults(s: &str) -> Result<FaultSet, String> {

@@ -1111,6 +1111,10 @@ pub enum FaultKind {
     ClockJump { broker: usize, ms: i64 },
     /// Start a second process with the broker's id (see `twins`).
     Twin { broker: usize, mode: TwinMode },
+    /// The volume fills up: the server takes `slack` more bytes, then
+    /// answers ENOSPC (EDQUOT with `quota`) to every write that grows a
+    /// file, until the heal (an operator grows or frees the volume).
+    Full { slack: u64, quota: bool },
 }
 
 impl FaultKind {
@@ -1129,6 +1133,10 @@ impl FaultKind {
                 broker: b,
                 mode: *mode,
             },
+            FaultKind::Full { slack, quota } => FaultKind::Full {
+                slack: *slack,
+                quota: *quota,
+            },
             FaultKind::NfsRestart => FaultKind::NfsRestart,
         }
     }
@@ -1142,6 +1150,7 @@ impl FaultKind {
             FaultKind::NfsRestart => "nfs-restart",
             FaultKind::ClockJump { .. } => "clock",
             FaultKind::Twin { .. } => "twin",
+            FaultKind::Full { .. } => "full",
         }
     }
 }
@@ -1156,6 +1165,10 @@ impl Fault {
             FaultKind::NfsRestart => "nfs-restart".to_owned(),
             FaultKind::ClockJump { broker, ms } => format!("clock broker-{broker} jumps {ms} ms"),
             FaultKind::Twin { broker, mode } => format!("twin broker-{broker} {}", mode.name()),
+            FaultKind::Full { slack, quota } => format!(
+                "full volume after {slack} more bytes ({})",
+                if quota { "EDQUOT" } else { "ENOSPC" }
+            ),
         }
     }
 }
@@ -1179,6 +1192,7 @@ pub(crate) fn schedule(
         "nfs-restart",
         "clock",
         "twin",
+        "full",
     ]
     .into_iter()
     .filter(|k| enabled.contains(k))
@@ -1213,6 +1227,10 @@ pub(crate) fn schedule(
             "twin" => FaultKind::Twin {
                 broker,
                 mode: TwinMode::ALL[rng.gen_range(0..TwinMode::ALL.len())],
+            },
+            "full" => FaultKind::Full {
+                slack: rng.gen_range(0..(256 << 10)),
+                quota: rng.gen_bool(0.3),
             },
             _ => FaultKind::NfsRestart,
         };
@@ -1251,6 +1269,10 @@ fn apply(
         FaultKind::ClockJump { broker, ms } => clocks[broker].jump(if on { ms } else { -ms }),
         // Started and healed by `twins::Twin::inject`.
         FaultKind::Twin { .. } => {}
+        FaultKind::Full { slack, quota } if on => {
+            nfs.set_capacity(Some(nfs.used_bytes() + slack), quota)
+        }
+        FaultKind::Full { .. } => nfs.set_capacity(None, false),
         FaultKind::Crash(b) if on => handle.kill(brokers[b].id()),
         FaultKind::Crash(b) => handle.restart(brokers[b].id()),
         FaultKind::Pause(b) if on => handle.pause(brokers[b].id()),

@@ -371,6 +371,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("controller-zombies", 5),
     ("security-zombies", 5),
     ("twins", 4),
+    ("full-volume", 4),
 ];
 
 /// The profile of `seed`.
@@ -471,6 +472,19 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             };
             set(&["clock"])
         }
+        "full-volume" => {
+            // The volume fills up (a little more room, then ENOSPC or
+            // EDQUOT for every write that grows a file) and is grown again
+            // at the heal, among crashes and NFS server restarts: nothing
+            // acknowledged may be lost across it, and every partition must
+            // take writes again once it is over.
+            pace = Pace {
+                lasts_ms: (3_000, 15_000),
+                gap_ms: (2_000, 6_000),
+                pause_ms: None,
+            };
+            set(&["full", "crash", "nfs-restart"])
+        }
         "twins" => {
             // Second processes started with a live, a paused or a
             // restarting broker's id (`twins`), among crashes and pauses:
@@ -561,7 +575,12 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
     // storm, where an election or a takeover is going on.
     if !matches!(
         world,
-        "calm" | "crash-points" | "txn-zombies" | "controller-zombies" | "security-zombies"
+        "calm"
+            | "crash-points"
+            | "txn-zombies"
+            | "controller-zombies"
+            | "security-zombies"
+            | "full-volume"
     ) && rng.gen_bool(0.5)
     {
         points = PointRates {

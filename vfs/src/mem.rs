@@ -78,6 +78,17 @@ impl MemVfs {
         vfs
     }
 
+    /// Changes the capacity (an operator grew the volume, or a test filled
+    /// it): writes that grow files fail with `StorageFull` past it.
+    pub fn set_capacity(&self, bytes: u64) {
+        self.lock().capacity = bytes;
+    }
+
+    /// Bytes of file data stored now.
+    pub fn used_bytes(&self) -> u64 {
+        self.lock().used_bytes
+    }
+
     /// An independent copy of the volume as it is now: a fuzz target or
     /// test prepares a volume once and damages a fresh copy per case.
     pub fn snapshot(&self) -> Self {
@@ -317,6 +328,15 @@ impl Vfs for MemVfs {
         let st = self.lock();
         let ino = st.lookup(p, "sync_dir")?;
         st.dir_entries(ino, "sync_dir", p).map(|_| ())
+    }
+
+    /// The capacity and what is left of it, once one was set.
+    async fn space(&self) -> io::Result<Option<crate::Space>> {
+        let st = self.lock();
+        Ok((st.capacity != u64::MAX).then(|| crate::Space {
+            total_bytes: st.capacity,
+            available_bytes: st.capacity.saturating_sub(st.used_bytes),
+        }))
     }
 }
 

@@ -209,6 +209,12 @@ fn refused(
             tracing::info!(dir = %log.dir().display(), "fenced: stepping down");
             r.with_error_code(code(ResponseError::NotLeaderOrFollower))
         }
+        // Logged once per partition by the log; each request is told.
+        LogError::VolumeFull(_) => r
+            .with_error_code(code(ResponseError::KafkaStorageError))
+            .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                "the shared volume is full: nothing was written; retry once space is freed",
+            ))),
         e => {
             tracing::warn!(error = %e, "append failed");
             r.with_error_code(code(ResponseError::KafkaStorageError))

@@ -96,6 +96,12 @@ impl Leaders {
         lock(&self.offline).list()
     }
 
+    /// Whether a partition led here failed its last write for want of
+    /// space, or one is held offline because the volume was full.
+    pub fn volume_full(&self) -> bool {
+        self.led().iter().any(|(_, log)| log.volume_full()) || lock(&self.offline).any_full()
+    }
+
     /// Why `(topic, partition)` is held offline here, if it is.
     pub fn offline_because(&self, topic_id: &str, partition: u32) -> Option<String> {
         lock(&self.offline)
@@ -335,8 +341,17 @@ impl Leaders {
                 tracing::info!(topic_id = %t, partition = p, epoch, "leading");
                 lock(&self.logs).insert((t, p), Arc::new(log));
             }
+            // A takeover writes a segment and a manifest; with no room
+            // for them, a new epoch would fail the same way: held in this
+            // one, tried again every few seconds.
+            Err(LogError::Io(e)) if crate::log::partition::is_full(&e) => {
+                let why = format!("the volume is full: {e}");
+                if lock(&self.offline).hold(&t, p, epoch, why.clone(), true) {
+                    tracing::error!(topic_id = %t, partition = p, epoch, error = why, "partition held offline until space is freed");
+                }
+            }
             Err(LogError::Unusable(why)) => {
-                if lock(&self.offline).hold(&t, p, epoch, why.clone()) {
+                if lock(&self.offline).hold(&t, p, epoch, why.clone(), false) {
                     tracing::error!(
                         topic_id = %t,
                         partition = p,

@@ -14,11 +14,16 @@ use tokio::time::Instant;
 
 /// How often a takeover of a partition held offline is tried again.
 pub(crate) const RETRY: Duration = Duration::from_secs(30);
+/// ... when it was held because the volume was full: space comes back
+/// when an operator frees or grows it, and the partition should follow.
+pub(crate) const RETRY_FULL: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub(crate) struct Held {
     pub epoch: u32,
     pub why: String,
+    /// Held because the volume was full, not for damage.
+    pub full: bool,
     pub retry_at: Instant,
 }
 
@@ -26,14 +31,24 @@ pub(crate) struct Held {
 pub(crate) struct Offline(BTreeMap<(String, u32), Held>);
 
 impl Offline {
-    /// Records a failed takeover of `(topic, partition)` in `epoch`; true
+    /// Records a failed takeover of `(topic, partition)` in `epoch`, for
+    /// damage or (`full`) for want of space; true
     /// the first time (worth an error line), false for a retry that found
     /// the same.
-    pub fn hold(&mut self, topic: &str, partition: u32, epoch: u32, why: String) -> bool {
+    pub fn hold(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        epoch: u32,
+        why: String,
+        full: bool,
+    ) -> bool {
+        let retry = if full { RETRY_FULL } else { RETRY };
         let held = Held {
             epoch,
             why,
-            retry_at: Instant::now() + RETRY,
+            full,
+            retry_at: Instant::now() + retry,
         };
         let previous = self.0.insert((topic.to_owned(), partition), held);
         previous.is_none_or(|p| p.epoch != epoch)
@@ -44,6 +59,11 @@ impl Offline {
         self.0
             .get(&(topic.to_owned(), partition))
             .is_some_and(|h| h.epoch == epoch && Instant::now() < h.retry_at)
+    }
+
+    /// Whether one is held because the volume was full.
+    pub fn any_full(&self) -> bool {
+        self.0.values().any(|h| h.full)
     }
 
     pub fn get(&self, topic: &str, partition: u32) -> Option<&Held> {

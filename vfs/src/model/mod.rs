@@ -151,6 +151,16 @@ impl ModelNfs {
         self.lock().server.used_bytes()
     }
 
+    /// Sets how many bytes the server stores before a write that grows a
+    /// file fails (`None`: no limit), and whether it fails with EDQUOT (a
+    /// quota) rather than ENOSPC: a volume that fills up, then is grown or
+    /// freed by an operator.
+    pub fn set_capacity(&self, bytes: Option<u64>, quota: bool) {
+        let mut w = self.lock();
+        w.server.capacity = bytes;
+        w.server.capacity_is_quota = quota;
+    }
+
     /// The server's tree, one line per name (`path kind size`), depth first
     /// in name order: the same state always prints the same text.
     pub fn dump(&self) -> String {
@@ -358,6 +368,16 @@ impl Vfs for ModelHost {
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.op("sync_dir", path, |w, h, p| w.sync_dir(h, p)).await
+    }
+
+    /// The server's capacity and what is left of it (statfs asks the
+    /// server, so no cache stands between); `None` without a capacity.
+    async fn space(&self) -> io::Result<Option<crate::Space>> {
+        let w = self.nfs.lock();
+        Ok(w.server.capacity.map(|cap| crate::Space {
+            total_bytes: cap,
+            available_bytes: cap.saturating_sub(w.server.used_bytes()),
+        }))
     }
 
     fn fault_host(&self) -> Option<u32> {

@@ -65,6 +65,8 @@ pub(crate) struct Server {
     pub verifier: u64,
     used: u64,
     pub capacity: Option<u64>,
+    /// Answer EDQUOT, not ENOSPC, once the capacity is reached (a quota).
+    pub capacity_is_quota: bool,
     /// Open state per inode summed over hosts (matters for PRESERVE_UNLINKED).
     open_state: BTreeMap<u64, u32>,
     pub preserve_unlinked: bool,
@@ -89,6 +91,7 @@ impl Server {
             verifier: 1,
             used: 0,
             capacity,
+            capacity_is_quota: false,
             open_state: BTreeMap::new(),
             preserve_unlinked,
         }
@@ -187,8 +190,12 @@ impl Server {
         let end = offset as usize + bytes.len();
         let growth = end.saturating_sub(file.data.len()) as u64;
         if let Some(cap) = self.capacity {
-            if self.used + growth > cap {
-                return Err(Errno::NoSpc);
+            if growth > 0 && self.used + growth > cap {
+                return Err(if self.capacity_is_quota {
+                    Errno::DQuot
+                } else {
+                    Errno::NoSpc
+                });
             }
         }
         self.used += growth;

@@ -662,11 +662,14 @@ impl World {
         };
         let at = page * PAGE as u64 + buf.lo as u64;
         let result = if self.chance(self.config.faults.enospc_probability) {
-            self.stats.enospc += 1;
             Err(Errno::NoSpc)
         } else {
             self.call(None, |s| s.write(fh, at, &buf.data[buf.lo..buf.hi]))
         };
+        // Injected, or the server's capacity reached: either is the volume's.
+        if matches!(result, Err(Errno::NoSpc | Errno::DQuot)) {
+            self.stats.enospc += 1;
+        }
         let verifier = self.server.verifier;
         let end = at + (buf.hi - buf.lo) as u64;
         let host = self.host(h);

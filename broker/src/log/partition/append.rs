@@ -27,6 +27,7 @@ async fn answer(epoch: u32, done: oneshot::Receiver<Reply>) -> Result<Appended, 
         Ok(Ok(a)) => Ok(a),
         Ok(Err(Refusal::Fenced)) => Err(LogError::Fenced(epoch)),
         Ok(Err(Refusal::Failed(msg))) => Err(LogError::Failed(msg)),
+        Ok(Err(Refusal::Full(msg))) => Err(LogError::VolumeFull(msg)),
         Ok(Err(Refusal::OutOfOrder)) => Err(LogError::OutOfOrderSequence),
         Ok(Err(Refusal::StaleEpoch)) => Err(LogError::InvalidProducerEpoch),
         Ok(Err(Refusal::NotInTransaction)) => Err(LogError::NotInTransaction),
@@ -134,6 +135,25 @@ impl PartitionLog {
         let failure = match outcome {
             Ok(true) => None,
             Ok(false) => Some(format!("fenced: epoch {} superseded", self.epoch)),
+            Err(e) if is_full(&e) => {
+                // Nothing moved: the writer's position, offsets and state
+                // are still the acknowledged end, and the next cycle
+                // writes over whatever of this one reached the file
+                // (bytes nobody reads: past the high watermark and the
+                // checkpoint). So the log goes on, refusing each request
+                // promptly until space is back, never losing its epoch.
+                if !self.full.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::error!(dir = %self.dir.display(), error = %e, "the volume is full: produce requests to this partition fail with KAFKA_STORAGE_ERROR until space is freed");
+                }
+                let why = e.to_string();
+                for p in batch
+                    .into_iter()
+                    .chain(duplicates.into_iter().map(|(p, _)| p))
+                {
+                    let _ = p.reply.send(Err(Refusal::Full(why.clone())));
+                }
+                return;
+            }
             Err(e) => Some(format!("flush of {} failed: {e}", self.dir.display())),
         };
         if let Some(why) = failure {
@@ -154,12 +174,21 @@ impl PartitionLog {
             return;
         }
         self.advance(w, &batch, written, next);
+        if self.full.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(dir = %self.dir.display(), "space is back: the partition takes writes again");
+        }
         for (p, a) in batch.into_iter().zip(placed).chain(duplicates) {
             let _ = p.reply.send(Ok(a));
         }
         vfs::fault_point!(self.vfs, "flush.acknowledged");
-        if let Err(e) = self.after_flush(w).await {
-            self.stop(w, format!("roll or checkpoint failed: {e}"));
+        match self.after_flush(w).await {
+            Ok(()) => {}
+            // The roll or checkpoint stays due and is tried again after
+            // the next flush: neither changed the writer's state.
+            Err(e) if is_full(&e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "roll or checkpoint put off: the volume is full");
+            }
+            Err(e) => self.stop(w, format!("roll or checkpoint failed: {e}")),
         }
     }
 
@@ -339,6 +368,10 @@ impl PartitionLog {
             return Ok(false);
         }
         if let Err(e) = self.roll(&mut w).await {
+            if is_full(&e) {
+                // Put off, as after a flush: the next roll reuses its file.
+                return Err(e.into());
+            }
             // As after a flush: the roll's file may exist without the
             // manifest naming it, so a retry in this epoch would find it;
             // a new epoch starts from the manifest.
@@ -386,9 +419,17 @@ impl PartitionLog {
             },
         };
         vfs::fault_point!(v, "roll.indexes-written");
-        let file = v
-            .open(&self.dir.join(next.file_name()), OpenOptions::create_new())
-            .await?;
+        let path = self.dir.join(next.file_name());
+        let file = match v.open(&path, OpenOptions::create_new()).await {
+            Ok(file) => file,
+            // This epoch's own segment from a roll whose manifest write
+            // failed for want of space: nobody else creates this name
+            // and no manifest names it, so it is this roll's to use.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && w.roll_put_off => {
+                v.open(&path, OpenOptions::write()).await?
+            }
+            Err(e) => return Err(e),
+        };
         vfs::fault_point!(v, "roll.segment-created");
         let mut manifest = w.manifest.clone();
         if let Some(last) = manifest.segments.last_mut() {
@@ -398,9 +439,11 @@ impl PartitionLog {
         w.producers.prune(manifest.log_start_offset);
         manifest.producers = w.producers.clone();
         if let Err(e) = manifest.write(v, &self.dir).await {
+            w.roll_put_off = is_full(&e);
             let _ = file.close().await;
             return Err(e);
         }
+        w.roll_put_off = false;
         let old = std::mem::replace(&mut w.file, file);
         let _ = old.close().await;
         w.manifest = manifest;

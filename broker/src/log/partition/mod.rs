@@ -113,6 +113,10 @@ pub enum LogError {
     OutOfRange { offset: i64, start: i64, end: i64 },
     #[error("the log stopped after a storage error: {0}")]
     Failed(String),
+    /// Not written for want of space; nothing changed, and a later append
+    /// succeeds once space is back.
+    #[error("the volume is full: {0}")]
+    VolumeFull(String),
     #[error("storage: {0}")]
     Io(#[from] io::Error),
     #[error("the producer's sequence number is out of order")]
@@ -127,6 +131,16 @@ pub enum LogError {
         "the partition's writer was busy for {0:?} (a flush cycle that does not end); left for the next round"
     )]
     Busy(std::time::Duration),
+}
+
+/// Whether `e` says the volume has no room (ENOSPC, or EDQUOT on a quota):
+/// a write that fails so changes nothing the writer relies on, and is
+/// tried again once space is back.
+pub fn is_full(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// How long a chore (retention, a roll by age, a compaction pass) waits
@@ -176,6 +190,7 @@ type Reply = Result<Appended, Refusal>;
 enum Refusal {
     Fenced,
     Failed(String),
+    Full(String),
     OutOfOrder,
     StaleEpoch,
     NotInTransaction,
@@ -196,6 +211,9 @@ struct Writer {
     unchecked_since: Option<tokio::time::Instant>,
     /// When a roll-by-age check first saw the active segment non-empty.
     written_since: Option<i64>,
+    /// A roll created its segment and then failed to write the manifest
+    /// for want of space: the next roll reuses that (unnamed) file.
+    roll_put_off: bool,
     producers: ProducerState,
     manifest: Manifest,
     failed: Option<String>,
@@ -235,6 +253,9 @@ pub struct PartitionLog {
     /// Set once the log stopped (fenced or failed): it acknowledges nothing
     /// more in this epoch.
     stopped: std::sync::atomic::AtomicBool,
+    /// The last flush cycle failed because the volume is full (ENOSPC,
+    /// EDQUOT): cleared by the next one that succeeds.
+    full: std::sync::atomic::AtomicBool,
     writer: tokio::sync::Mutex<Writer>,
     view: Mutex<View>,
     /// Producer id -> epoch whose coordinator confirmed that this partition
@@ -305,6 +326,7 @@ impl PartitionLog {
                 since_checkpoint: 0,
                 unchecked_since: None,
                 written_since: None,
+                roll_put_off: false,
                 producers,
                 manifest,
                 failed: None,
@@ -315,6 +337,7 @@ impl PartitionLog {
             flushing_since: Mutex::new(None),
             next_id: std::sync::atomic::AtomicU64::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            full: std::sync::atomic::AtomicBool::new(false),
             vfs,
             dir,
             epoch,
@@ -354,9 +377,14 @@ impl PartitionLog {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether this log's last flush cycle failed for want of space.
+    pub fn volume_full(&self) -> bool {
+        self.full.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether the log stopped in this epoch (fenced, or a flush failed and
     /// the file's tail is unknown); a new epoch is needed to go on.
-    pub(crate) fn has_stopped(&self) -> bool {
+    pub fn has_stopped(&self) -> bool {
         self.stopped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
