@@ -176,7 +176,7 @@ refused() {
 }
 refused "another cluster's volume" "belongs to cluster \`smoke\`" \
     -v "$data:/var/lib/kaas" -e KAAS_CLUSTER_ID=other -e KAAS_BROKER_ID=7
-refused "broker id already live" "broker id 1 is already live" \
+refused "broker id already live" "broker id 1 is already taken: another process .* published a heartbeat" \
     -v "$data:/var/lib/kaas" -e KAAS_CLUSTER_ID=smoke -e KAAS_BROKER_ID=1 -e KAAS_HEARTBEAT_INTERVAL_SECS=1
 refused "read-only volume" "is not writable" \
     -v "$data:/var/lib/kaas:ro" -e KAAS_CLUSTER_ID=smoke -e KAAS_BROKER_ID=8
