@@ -162,7 +162,15 @@ async fn start_up(
     let claimed = redrive("claiming the broker id", || {
         id_claim::claim_id(vfs, id, 2 * heartbeat_interval(config), &token)
     })
-    .await?;
+    .await
+    // The claim is the first write to brokers/: a volume that refuses it
+    // (read-only, another user's) is told apart from a taken id.
+    .map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+            startup::refuses_writes(e)
+        }
+        _ => e,
+    })?;
     // Only now is this broker id this process's, so only now are its
     // staged identity proposals of earlier runs its own to remove.
     redrive("sweeping staged cluster ids", || {

@@ -17,6 +17,17 @@ use vfs::{OpenOptions, Vfs};
 
 use crate::layout;
 
+/// The start-up error for a volume that refused a write.
+pub(crate) fn refuses_writes(e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "the data directory does not take writes ({e}): check that the volume is \
+             mounted read-write and writable by this user"
+        ),
+    )
+}
+
 /// Proves the volume takes writes by this process: creates, writes, fsyncs
 /// and unlinks a file in `brokers/`. An existing volume mounted read-only,
 /// or owned by another user, passes a permission check on its root but
@@ -30,15 +41,7 @@ pub(crate) async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<
         ".{broker_id}.tmp-{:016x}",
         madsim::rand::random::<u64>()
     ));
-    let explain = |e: io::Error| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "the data directory does not take writes ({e}): check that the volume is \
-                 mounted read-write and writable by this user"
-            ),
-        )
-    };
+    let explain = refuses_writes;
     let file = vfs
         .open(&path, OpenOptions::create_new())
         .await
