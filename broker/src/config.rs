@@ -328,6 +328,15 @@ pub struct Fsck {
     /// partition's next leader removes them.
     #[arg(long)]
     pub repair: bool,
+    /// With --repair: give up the damaged records of partition
+    /// TOPIC-PARTITION (for example orders-0; repeat for more), which kaas
+    /// never does by itself. Each damaged segment is cut at its first bad
+    /// batch and a segment that is gone is replaced by an empty one; the
+    /// offsets given up are printed and never handed out again. The
+    /// partition moves to a new leader epoch (producers see a leader
+    /// change). See deploy/README.md, "When the one copy is damaged".
+    #[arg(long, value_name = "TOPIC-PARTITION", requires = "repair", value_parser = parse_topic_partition)]
+    pub truncate_damaged: Vec<String>,
     /// Skip reading back the records (every batch's CRC): check only the
     /// files and manifests, in seconds instead of the time it takes to
     /// read the whole volume.
@@ -349,6 +358,10 @@ pub struct ScramUser {
     /// PBKDF2 iterations (4096 to 16384, as Kafka accepts).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(4096..=16384))]
     pub iterations: u32,
+}
+
+fn parse_topic_partition(s: &str) -> Result<String, String> {
+    crate::fsck::parse_partition(s).map(|_| s.to_owned())
 }
 
 /// Whether ACLs are enforced.

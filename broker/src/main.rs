@@ -159,7 +159,13 @@ mod production {
         let checked = runtime.block_on(async {
             broker::fsck::require_volume(&volume).await?;
             let repairs = if args.repair {
-                Some(broker::fsck::repair(&volume).await?)
+                let mut r = broker::fsck::repair(&volume).await?;
+                let shared: std::sync::Arc<dyn vfs::Vfs> = std::sync::Arc::new(volume.clone());
+                for spec in &args.truncate_damaged {
+                    let done = broker::fsck::truncate_damaged(shared.clone(), spec).await;
+                    r.note_truncation(spec, done);
+                }
+                Some(r)
             } else {
                 None
             };

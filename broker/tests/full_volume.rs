@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use broker::log::{LogConfig, LogError, PartitionLog, batch};
+use broker::log::{LogConfig, LogError};
 use vfs::{MemVfs, Vfs};
 
 mod common;
-use common::{lead, plain, with_topic};
+use common::{lead, plain, read_all, with_topic};
 
 fn value(i: usize) -> Vec<u8> {
     format!("record {i:05} {}", "x".repeat(200)).into_bytes()
@@ -71,7 +71,7 @@ async fn appends_on_a_full_volume_are_refused_and_resume_once_space_is_back() {
     // A successor finds every acknowledged record where its answer said.
     let log = lead(vfs.clone(), &meta, 0, 2, config).await.unwrap();
     assert_eq!(log.high_watermark(), acked.len() as i64 + 1);
-    let seen = read_all(&log).await;
+    let seen = read_all(&log, 0).await;
     assert_eq!(seen.len(), acked.len() + 1);
     for (o, i) in &acked {
         assert_eq!(
@@ -79,30 +79,5 @@ async fn appends_on_a_full_volume_are_refused_and_resume_once_space_is_back() {
             (*o, value(*i)),
             "acknowledged record {o}"
         );
-    }
-}
-
-/// Every (offset, value) of the log.
-async fn read_all(log: &PartitionLog) -> Vec<(i64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let r = log.read(next, 1 << 20).await.unwrap();
-        if r.records.is_empty() {
-            return out;
-        }
-        let mut at = 0;
-        while at < r.records.len() {
-            let h = batch::parse(&r.records[at..]).unwrap();
-            let values = batch::decode_values(&r.records[at..at + h.size]).unwrap();
-            for (i, v) in values.into_iter().enumerate() {
-                let off = h.base_offset + i as i64;
-                if off >= next {
-                    out.push((off, v));
-                }
-            }
-            next = h.next_offset();
-            at += h.size;
-        }
     }
 }

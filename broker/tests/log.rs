@@ -16,7 +16,7 @@ use vfs::testkit::{Counting, Interrupting};
 use vfs::{MemVfs, OpenOptions, Vfs};
 
 mod common;
-use common::{lead, with_topic};
+use common::{lead, read_all, with_topic};
 
 struct Backend {
     name: &'static str,
@@ -66,31 +66,6 @@ fn small() -> LogConfig {
 fn record(i: u32) -> Bytes {
     let value = format!("record-{i:05}-{}", "x".repeat((i % 7) as usize * 20));
     batch::build((-1, -1, -1), 1_000 + i64::from(i), &[value.as_bytes()])
-}
-
-/// Every (offset, value) readable from `from` on.
-async fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut next = from;
-    loop {
-        let r = log.read(next, 700).await.unwrap();
-        if r.records.is_empty() {
-            return out;
-        }
-        let mut at = 0;
-        while at < r.records.len() {
-            let h = batch::parse(&r.records[at..]).expect("reads return whole, valid batches");
-            let values = batch::decode_values(&r.records[at..at + h.size]).unwrap();
-            for (i, v) in values.into_iter().enumerate() {
-                let off = h.base_offset + i as i64;
-                if off >= next {
-                    out.push((off, v));
-                }
-            }
-            next = h.next_offset();
-            at += h.size;
-        }
-    }
 }
 
 fn value(i: u32) -> Vec<u8> {

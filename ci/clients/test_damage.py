@@ -85,6 +85,42 @@ def test_a_flipped_byte_in_an_acknowledged_segment_is_found_never_cut():
         p.produce("damaged", value="after", on_delivery=lambda _e, m: offsets.append(m.offset()))
         assert p.flush(EVENTUALLY) == 0
         assert offsets == [200], offsets
+
+        # The operator gives the damage up, with the broker running: the
+        # damaged segment from its bad batch on, and nothing else.
+        repair = subprocess.run([KAAS, "fsck", "--data-dir", b.dir, "--repair",
+                                 "--truncate-damaged", "damaged-0", "--json"],
+                                capture_output=True, text=True, timeout=EVENTUALLY)
+        assert repair.returncode in (0, 1), repair
+        truncated = json.loads(repair.stdout)["repairs"]["truncated"]
+        assert [(g["from"], g["to"]) for g in truncated[0]["given_up"]] == [(corrupt, 200)], \
+            truncated
+        c = Consumer({"bootstrap.servers": b.addr, "group.id": "after-repair",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition("damaged", 0, 0)])
+        got = []
+        deadline = time.monotonic() + EVENTUALLY
+        while len(got) < corrupt + 1:
+            assert time.monotonic() < deadline, f"read {len(got)} records after the repair"
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            got.append((m.offset(), m.value().decode()))
+        c.close()
+        assert got == [(i, f"record {i:03d}") for i in range(corrupt)] + [(200, "after")], got[-3:]
+        p.produce("damaged", value="after the repair",
+                  on_delivery=lambda _e, m: offsets.append(m.offset()))
+        assert p.flush(EVENTUALLY) == 0
+        assert offsets == [200, 201], "an offset given up was handed out again"
+        deadline = time.monotonic() + EVENTUALLY
+        while True:
+            fsck = subprocess.run([KAAS, "fsck", "--data-dir", b.dir],
+                                  capture_output=True, text=True, timeout=EVENTUALLY)
+            if fsck.returncode == 0:
+                break
+            assert time.monotonic() < deadline, fsck.stdout
+            time.sleep(1)
+        assert f"offsets {corrupt}..200 were given up" in fsck.stdout, fsck.stdout
     finally:
         b.stop()
 

@@ -29,6 +29,13 @@ pub async fn repairer(volume: Arc<dyn Vfs>, history: History, start: Instant, un
     while start.elapsed() < until {
         let pause = madsim::rand::thread_rng().gen_range(every.clone());
         tokio::time::sleep(Duration::from_millis(pause)).await;
+        // A quarter of the rounds also give up the damage of one of the
+        // workload's partitions: a takeover by a party the assignment
+        // does not name, which the cluster must survive without losing an
+        // acknowledged record, and which must find no damage here.
+        if madsim::rand::thread_rng().gen_bool(0.25) {
+            truncate(&volume, &history, start).await;
+        }
         if let Ok(r) = broker::fsck::repair(volume.as_ref()).await {
             history.record(
                 start.elapsed(),
@@ -38,5 +45,21 @@ pub async fn repairer(volume: Arc<dyn Vfs>, history: History, start: Instant, un
                 },
             );
         }
+    }
+}
+
+async fn truncate(volume: &Arc<dyn Vfs>, history: &History, start: Instant) {
+    let p = madsim::rand::thread_rng().gen_range(0..crate::workload::PARTITIONS);
+    let spec = format!("{}-{p}", crate::workload::TOPIC);
+    match broker::fsck::truncate_damaged(volume.clone(), &spec).await {
+        Ok(t) => history.record(
+            start.elapsed(),
+            Event::Truncated {
+                partition: spec,
+                epoch: t.epoch,
+                given_up: t.given_up.iter().map(|g| (g.from, g.to)).collect(),
+            },
+        ),
+        Err(e) => tracing::debug!(partition = spec, error = %e, "truncate-damaged failed"),
     }
 }

@@ -401,6 +401,13 @@ pub enum Event {
         removed: Vec<String>,
         pending: usize,
     },
+    /// `kaas fsck --repair --truncate-damaged` (`repairer`) took
+    /// `partition` over in `epoch` and gave up these offset ranges.
+    Truncated {
+        partition: String,
+        epoch: u32,
+        given_up: Vec<(i64, i64)>,
+    },
     /// A quota admin (`quota_setters`) set (`Some`) or removed (`None`)
     /// quota `key` of `entity`.
     QuotaChange {
@@ -757,6 +764,11 @@ pub fn describe(e: &Event) -> String {
         Event::Repaired { removed, pending } => {
             format!("repaired removed={removed:?} pending={pending}")
         }
+        Event::Truncated {
+            partition,
+            epoch,
+            given_up,
+        } => format!("truncate-damaged {partition} epoch={epoch} given-up={given_up:?}"),
         Event::QuotaFetched { broker, bytes } => {
             format!("quota-fetched broker={broker} bytes={bytes}")
         }

@@ -121,6 +121,11 @@ impl Api {
                                 .with_error_code(code(ResponseError::OffsetOutOfRange))
                                 .with_high_watermark(end)
                                 .with_log_start_offset(start_of(start)),
+                            // Superseded (a repair took the partition over):
+                            // the client asks Metadata for the next leader.
+                            Err(LogError::Fenced(_)) => {
+                                d.with_error_code(code(ResponseError::NotLeaderOrFollower))
+                            }
                             Err(e @ LogError::Damaged { .. }) => {
                                 self.metrics.damaged_read();
                                 tracing::error!(topic = %name, partition = p.partition, offset = p.fetch_offset, error = %e,

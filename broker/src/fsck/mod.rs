@@ -20,10 +20,11 @@
 //! (`coordination`); the whole tree for temps and `.nfs` files.
 
 mod coordination;
-mod records;
 mod repair;
+mod truncate;
 
 pub use repair::{Action, Repairs, repair};
+pub use truncate::{Truncation, parse_partition, truncate_damaged};
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,9 +34,10 @@ use vfs::Vfs;
 use vfs::durable::{is_nfs_silly_rename, is_temp_name};
 
 use crate::layout::{self, STAGING_PREFIX, TOMBSTONE_PREFIX};
-use crate::log::audit::{audit_partition, unclaimed_epochs};
+use crate::log::audit::{PartitionAudit, audit_partition, unclaimed_epochs};
 use crate::log::manifest::parse_segment_file;
 use crate::log::topic;
+use crate::log::verify;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -329,6 +331,16 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
             ),
         );
     }
+    for (name, from, to) in audit.given_up() {
+        report.add(
+            Severity::Notice,
+            &dir.join(name),
+            format!(
+                "offsets {from}..{to} were given up by `kaas fsck --repair --truncate-damaged` \
+                 (damaged or gone); reads step over them and they are never handed out again"
+            ),
+        );
+    }
     match unclaimed_epochs(vfs, dir, 1, audit.epoch).await {
         Ok(gaps) if !gaps.is_empty() => report.add(
             Severity::Error,
@@ -350,7 +362,16 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
         if audit.missing.contains(name) {
             continue;
         }
-        match file_len(vfs, &dir.join(name)).await {
+        let len = match file_len(vfs, &dir.join(name)).await {
+            // Gone since the audit: on a live cluster, a leader that wrote
+            // a manifest without it (retention, a takeover sealing an empty
+            // segment) removes it. Damage only if the manifest still names it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && superseded(vfs, dir, &audit).await => {
+                continue;
+            }
+            len => len,
+        };
+        match len {
             Ok(len) if len < *vouched => report.add(
                 Severity::Error,
                 &dir.join(name),
@@ -366,6 +387,9 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
                     .unwrap_or((audit.log_start_offset, true));
                 match verify(vfs, &dir.join(name), (base, !cleaned), *vouched).await {
                     Ok(None) => {}
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotFound
+                            && superseded(vfs, dir, &audit).await => {}
                     Ok(Some(d)) => report.add(
                         Severity::Error,
                         &dir.join(name),
@@ -412,15 +436,24 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
     }
 }
 
+/// Whether the partition's newest manifest is no longer the one `audit`
+/// read (a leader wrote a newer one since).
+async fn superseded(vfs: &dyn Vfs, dir: &Path, audit: &PartitionAudit) -> bool {
+    match audit_partition(vfs, dir).await {
+        Ok(Some(now)) => !now.same_manifest(audit),
+        _ => false,
+    }
+}
+
 /// The first damage in the `vouched` bytes of the segment at `path`.
 async fn verify(
     vfs: &dyn Vfs,
     path: &Path,
     base: (i64, bool),
     vouched: u64,
-) -> io::Result<Option<records::Damage>> {
+) -> io::Result<Option<verify::Damage>> {
     let f = vfs.open(path, vfs::OpenOptions::read()).await?;
-    let found = records::first_damage(f.as_ref(), base, vouched).await;
+    let found = verify::first_damage(f.as_ref(), base, vouched).await;
     let _ = f.close().await;
     found
 }

@@ -44,6 +44,9 @@ pub struct Repairs {
     pub done: Vec<Action>,
     /// What should have been removed and could not be yet (run again).
     pub pending: Vec<Action>,
+    /// What `--truncate-damaged` gave up, partition by partition.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<super::Truncation>,
 }
 
 impl Repairs {
@@ -60,8 +63,22 @@ impl Repairs {
         }
     }
 
+    /// Notes a `--truncate-damaged` of `spec`.
+    pub fn note_truncation(&mut self, spec: &str, done: io::Result<super::Truncation>) {
+        match done {
+            Ok(t) => self.truncated.push(t),
+            Err(e) => self.pending.push(Action {
+                path: spec.to_owned(),
+                what: format!("damage not given up: {e}"),
+            }),
+        }
+    }
+
     pub fn human(&self) -> String {
         let mut out = String::new();
+        for t in &self.truncated {
+            out.push_str(&t.human());
+        }
         for a in &self.done {
             out.push_str(&format!("repaired {}: {}\n", a.path, a.what));
         }

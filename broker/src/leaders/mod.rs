@@ -188,7 +188,13 @@ impl Leaders {
     /// for a new epoch; anything else is retried at the next round.
     async fn failed(&self, t: &str, p: u32, log: Arc<PartitionLog>, e: LogError, what: &str) {
         match e {
-            LogError::Fenced(_) => {
+            // Superseded by someone the assignment does not name (an
+            // operator's repair) if the assignment still gives us this
+            // epoch: a takeover in it again would read past the newer
+            // epoch's manifest, so a new epoch is asked for. Otherwise
+            // the report is dropped once the assignment moves on.
+            LogError::Fenced(epoch) => {
+                self.give_up(t, p, epoch);
                 drop(log);
                 self.step_down(t, p).await;
             }
@@ -327,10 +333,22 @@ impl Leaders {
             (&t, p),
             epoch,
             &self.token,
-            fence,
+            fence.clone(),
             self.config.clone(),
         )
         .await;
+        // A partition held offline is retried in its epoch; once a newer
+        // epoch exists (an operator's `fsck --truncate-damaged` took it
+        // over), a retry there would read an older manifest than the
+        // newest: ask for an epoch past it instead.
+        let opened = match opened {
+            Err(LogError::Unusable(_) | LogError::Io(_))
+                if matches!(fence.still_leader(epoch).await, Ok(false)) =>
+            {
+                Err(LogError::Fenced(epoch))
+            }
+            o => o,
+        };
         self.metrics
             .takeover("partition", began.elapsed(), opened.is_ok());
         match opened {

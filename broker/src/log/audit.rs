@@ -51,6 +51,26 @@ impl PartitionAudit {
             .map(|s| (s.base_offset, s.cleaned.is_some()))
     }
 
+    /// The offsets an operator's `--truncate-damaged` gave up:
+    /// `(segment file, from, to)`.
+    pub fn given_up(&self) -> Vec<(String, i64, i64)> {
+        self.manifest
+            .segments
+            .iter()
+            .filter_map(|s| {
+                let from = s.given_up_from?;
+                let to = match s.state {
+                    SegmentState::Sealed { next_offset, .. } => next_offset,
+                    SegmentState::Active {
+                        checkpoint_next_offset,
+                        ..
+                    } => checkpoint_next_offset,
+                };
+                Some((s.file_name(), from, to))
+            })
+            .collect()
+    }
+
     /// Whether `other` read the same manifest (same epoch, same content).
     pub fn same_manifest(&self, other: &PartitionAudit) -> bool {
         self.manifest == other.manifest
@@ -184,6 +204,7 @@ mod tests {
             },
             adopted_until: None,
             cleaned: None,
+            given_up_from: None,
         }
     }
 

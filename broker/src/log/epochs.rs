@@ -114,6 +114,7 @@ mod tests {
         SegmentMeta {
             adopted_until: None,
             cleaned: None,
+            given_up_from: None,
             base_offset,
             epoch,
             state: SegmentState::Sealed {
@@ -128,6 +129,7 @@ mod tests {
         SegmentMeta {
             adopted_until: None,
             cleaned: None,
+            given_up_from: None,
             base_offset,
             epoch,
             state: SegmentState::Active {

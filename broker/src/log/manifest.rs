@@ -62,6 +62,13 @@ pub(crate) struct SegmentMeta {
     /// replaced, so without this its name could be theirs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleaned: Option<Cleaning>,
+    /// Set by `kaas fsck --repair --truncate-damaged`: the segment's
+    /// records from this offset to its end were damaged and an operator
+    /// gave them up. The segment ends (`end_position`) where the damage
+    /// began and keeps its `next_offset`, so the offsets given up are a
+    /// gap that reads step over and that is never handed out again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given_up_from: Option<i64>,
 }
 
 /// Which compaction pass wrote a segment: the leader epoch it ran in and

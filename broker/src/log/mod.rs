@@ -26,5 +26,6 @@ pub mod scan;
 pub mod staging;
 pub mod topic;
 pub mod topic_config;
+pub(crate) mod verify;
 
 pub use partition::{LogConfig, LogError, PartitionLog};

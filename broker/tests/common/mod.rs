@@ -81,6 +81,32 @@ pub fn live(brokers: impl IntoIterator<Item = (u32, u64)>) -> BTreeMap<u32, Brok
 }
 
 /// A batch from a plain (not idempotent) producer, every record at `timestamp`.
+/// Every (offset, value) readable from `from` on, 700 bytes a read (so
+/// reads end inside segments and batches).
+pub async fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    loop {
+        let r = log.read(next, 700).await.unwrap();
+        if r.records.is_empty() {
+            return out;
+        }
+        let mut at = 0;
+        while at < r.records.len() {
+            let h = batch::parse(&r.records[at..]).expect("reads return whole, valid batches");
+            let values = batch::decode_values(&r.records[at..at + h.size]).unwrap();
+            for (i, v) in values.into_iter().enumerate() {
+                let off = h.base_offset + i as i64;
+                if off >= next {
+                    out.push((off, v));
+                }
+            }
+            next = h.next_offset();
+            at += h.size;
+        }
+    }
+}
+
 pub fn plain(timestamp: i64, values: &[&[u8]]) -> Bytes {
     batch::build((-1, -1, -1), timestamp, values)
 }

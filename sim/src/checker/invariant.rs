@@ -73,6 +73,7 @@ invariants! {
     FsckClean = "fsck-clean": "Once the cluster converged, `kaas fsck` finds no damage on the volume: no lost or short segment, no epoch without its claim, no unreadable manifest or topic meta.",
     RequestUnanswered = "request-unanswered": "Once faults heal, every request of a client that pipelines as librdkafka does (a transaction's produce requests several in flight on one connection, commits, aborts, plain produce requests) is answered within its timeout.",
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
+    NothingGivenUp = "nothing-given-up": "On a volume nothing damaged, `kaas fsck --repair --truncate-damaged` gives nothing up: damage it finds there is a tail still being written or a stale read taken for damage, and acknowledged records given up.",
     IdShared = "id-shared": "One process runs as a broker id at a time: once a newer process of an id published its heartbeat, an older one publishes again at most the heartbeat it was writing (two more sequences at most, for the ones the observer missed).",
 }
 

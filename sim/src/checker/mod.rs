@@ -302,6 +302,16 @@ impl<'a> Judge<'a> {
                     ));
                 }
             }
+            Event::Truncated {
+                partition,
+                epoch,
+                given_up,
+            } if !given_up.is_empty() => {
+                self.violate(Invariant::NothingGivenUp, format!(
+                    "at {} the repair of {partition} in epoch {epoch} gave up offsets {given_up:?} of an undamaged volume",
+                    at(t)
+                ));
+            }
             Event::DeletedRead {
                 incarnation,
                 values,
@@ -385,6 +395,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             } => &[I::QuotaChangeLost],
             Event::QuotaWindow { .. } | Event::QuotaProduced { .. } => &[I::QuotaExceeded],
             Event::NewTopicWritable { .. } => &[I::NewTopicUnwritable],
+            Event::Truncated { .. } => &[I::NothingGivenUp],
             Event::FinalRequests { .. } => &[I::RequestUnanswered, I::Liveness],
             _ => &[],
         };

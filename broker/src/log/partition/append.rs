@@ -410,6 +410,7 @@ impl PartitionLog {
         let next = SegmentMeta {
             adopted_until: None,
             cleaned: None,
+            given_up_from: None,
             base_offset: w.next_offset,
             epoch: self.epoch,
             state: SegmentState::Active {

@@ -541,6 +541,7 @@ impl PartitionLog {
                                 max_timestamp: -1,
                             },
                             adopted_until: seg.adopted_until,
+                            given_up_from: None,
                         },
                         file: None,
                         pending: BytesMut::new(),

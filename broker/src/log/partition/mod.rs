@@ -36,6 +36,7 @@ use super::scan::{SegmentIndex, first_batch_reaching, scan};
 
 mod append;
 mod compaction;
+mod give_up;
 mod read;
 mod retention;
 mod takeover;
@@ -45,6 +46,7 @@ mod timestamps;
 mod zombie_append;
 
 pub use compaction::{CleanerLimits, Compacted, CompactionConfig};
+pub use give_up::GivenUp;
 
 #[derive(Clone, Debug)]
 pub struct LogConfig {

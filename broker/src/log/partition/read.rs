@@ -135,9 +135,13 @@ impl PartitionLog {
             // from `offset` on, and `offset` may fall in a gap before a
             // segment (one that holds nothing yet, or whose first batch is
             // past the last stable offset). The next record, if any, is in
-            // a later segment. A gap is where the segment's batches end
-            // below `offset`, never where its file ends before its size.
-            let gap = limit == 0 || !short && (seg.cleaned.is_some() || offset < seg.base_offset);
+            // a later segment. So may an operator's repair, which gives
+            // up a damaged segment's offsets from its first bad batch on.
+            // A gap is where the segment's batches end below `offset`,
+            // never where its file ends before its size.
+            let given_up = seg.given_up_from.is_some_and(|g| offset >= g);
+            let gap = limit == 0
+                || !short && (seg.cleaned.is_some() || offset < seg.base_offset || given_up);
             if out.is_empty() && !gap {
                 // The records are there (below the segment's end), so this
                 // host's view through a long-lived handle is stale (NFS
@@ -167,7 +171,10 @@ impl PartitionLog {
 
     /// [`collect`] through a fresh open of `seg` (close-to-open: this
     /// host's long-lived handle may serve stale pages); a damaged batch
-    /// there is damage.
+    /// there is damage, unless this epoch was superseded: an operator's
+    /// `kaas fsck --truncate-damaged` takes the partition over in an epoch
+    /// of its own to give the damage up, and this leader's view still
+    /// names it. The log stops, so the broker asks for a new epoch.
     async fn collect_fresh(
         &self,
         seg: &SegmentMeta,
@@ -178,13 +185,21 @@ impl PartitionLog {
     ) -> Result<(Bytes, bool), LogError> {
         lock(&self.view).handles.remove(&seg.id());
         let file = self.handle(seg).await?;
-        collect(file.as_ref(), from, ends, offset, max_bytes)
-            .await?
-            .map_err(|(position, why)| LogError::Damaged {
-                segment: self.dir.join(seg.file_name()).display().to_string(),
-                position,
-                why,
-            })
+        match collect(file.as_ref(), from, ends, offset, max_bytes).await? {
+            Ok(read) => Ok(read),
+            Err((position, why)) => {
+                if !self.fence.still_leader(self.epoch).await? {
+                    self.stopped
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Err(LogError::Fenced(self.epoch));
+                }
+                Err(LogError::Damaged {
+                    segment: self.dir.join(seg.file_name()).display().to_string(),
+                    position,
+                    why,
+                })
+            }
+        }
     }
 
     pub(super) async fn handle(&self, seg: &SegmentMeta) -> io::Result<Arc<dyn VfsFile>> {

@@ -19,6 +19,49 @@ impl PartitionLog {
         fence: Arc<dyn LeadershipFence>,
         config: LogConfig,
     ) -> Result<Self, LogError> {
+        Self::take_over(vfs, dir, expected, epoch, token, fence, config, None).await
+    }
+
+    /// A takeover that, where the plain one holds a damaged partition
+    /// offline, gives the damage up ([`give_up`](super::give_up)) and
+    /// says what it gave up: `kaas fsck --repair --truncate-damaged`, on
+    /// an operator's word only.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn give_up_damaged(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        expected: (&str, u32),
+        epoch: u32,
+        token: &ClaimToken,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+    ) -> Result<(Self, Vec<GivenUp>), LogError> {
+        let mut given_up = Vec::new();
+        let log = Self::take_over(
+            vfs,
+            dir,
+            expected,
+            epoch,
+            token,
+            fence,
+            config,
+            Some(&mut given_up),
+        )
+        .await?;
+        Ok((log, given_up))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn take_over(
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        expected: (&str, u32),
+        epoch: u32,
+        token: &ClaimToken,
+        fence: Arc<dyn LeadershipFence>,
+        config: LogConfig,
+        mut give_up: Option<&mut Vec<GivenUp>>,
+    ) -> Result<Self, LogError> {
         let v = vfs.as_ref();
         if epoch == 0 {
             return Err(
@@ -39,11 +82,17 @@ impl PartitionLog {
         )
         .await?;
         let mut manifest = ours(previous, &dir, expected).map_err(unusable_if_unreadable)?;
-        missing_segments(v, &dir, &manifest).await?;
+        match give_up.as_deref_mut() {
+            None => missing_segments(v, &dir, &manifest).await?,
+            Some(out) => out.extend(super::give_up::missing(v, &dir, &mut manifest, epoch).await?),
+        }
         let mut producers = manifest.producers.clone();
         vfs::fault_point!(v, "takeover.fenced");
         let adopted = adopt_tail(v, &dir, &mut manifest, &mut producers).await?;
         vfs::fault_point!(v, "takeover.tail-read");
+        if let Some(out) = give_up {
+            out.extend(super::give_up::damaged(v, &dir, &mut manifest).await?);
+        }
         #[cfg(madsim)]
         if let Some(at) = adopted
             .checkpoint
@@ -298,6 +347,7 @@ async fn write_own_segment(
         },
         adopted_until: (next_offset > base_offset).then_some(next_offset),
         cleaned: None,
+        given_up_from: None,
     };
     let own_id = own.id();
     let file = v

@@ -1,7 +1,9 @@
 //! The records check: every batch a manifest vouches for is read back and
 //! must pass its CRC, with offsets that only go up. A bit flipped on the
 //! volume (a bad disk, a broken server, an operator's tool) is found here
-//! before a consumer meets it as CORRUPT_MESSAGE.
+//! (by `kaas fsck`, and by its `--truncate-damaged` repair, which gives up
+//! a segment from its first damage on) before a consumer meets it as
+//! CORRUPT_MESSAGE.
 
 use std::io;
 
@@ -14,7 +16,7 @@ const CHUNK: usize = 1 << 20;
 
 /// The first damaged batch of a segment, below what its manifest vouches.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Damage {
+pub(crate) struct Damage {
     pub position: u64,
     /// The first offset that cannot be read: the damaged batch's own if
     /// its header still says it, else the one after the last good batch.
@@ -26,7 +28,7 @@ pub(super) struct Damage {
 /// time), from `base_offset` on without gaps (`exact`), or, in a segment
 /// compaction wrote, with offsets that only go up. Offsets are outside a
 /// batch's CRC, so they are checked here.
-pub(super) async fn first_damage(
+pub(crate) async fn first_damage(
     file: &dyn VfsFile,
     (base_offset, exact): (i64, bool),
     vouched: u64,
