@@ -47,6 +47,8 @@ pub mod metrics;
 pub mod mount_check;
 pub mod node;
 pub mod peer;
+#[cfg(not(madsim))]
+pub mod process_metrics;
 pub mod producer_ids;
 pub mod protocol;
 pub mod quota;

@@ -29,6 +29,8 @@ pub struct Metrics(Arc<Inner>);
 
 struct Inner {
     registry: Registry,
+    #[cfg(not(madsim))]
+    process: crate::process_metrics::ProcessCollector,
     requests: IntCounterVec,
     request_seconds: HistogramVec,
     bytes_in: IntCounterVec,
@@ -270,6 +272,8 @@ impl Metrics {
                  deduplicated",
             ),
             registry: r,
+            #[cfg(not(madsim))]
+            process: crate::process_metrics::ProcessCollector::new(),
         };
         // Zero until they happen, rather than absent: a dashboard or an
         // alert on them sees 0, not "no data".
@@ -325,13 +329,22 @@ impl Metrics {
             .register(Box::new(build.clone()))
             .expect("registered once");
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+
         Self(Arc::new(inner))
     }
 
     /// The text exposition format.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.0.registry.gather(), &mut out) {
+        let families = self.0.registry.gather();
+        // Unprefixed, as every exporter names them.
+        #[cfg(not(madsim))]
+        let families = {
+            let mut f = families;
+            f.extend(prometheus::core::Collector::collect(&self.0.process));
+            f
+        };
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!(error = %e, "metrics not rendered");
         }
         out
@@ -572,6 +585,8 @@ mod tests {
             "kaas_takeover_duration_seconds_count{what=\"partition\"} 0",
             "kaas_volume_op_duration_seconds_count{op=\"write_and_sync\"} 0",
             "kaas_damaged_batch_reads_total 0",
+            #[cfg(not(madsim))]
+            "\nprocess_open_fds ",
             &format!(
                 "kaas_build_info{{version=\"{}\"}} 1",
                 env!("CARGO_PKG_VERSION")
