@@ -2,7 +2,8 @@
 //! that directory measured in the same run.
 //!
 //! `cargo bench -p broker --bench log` (data in `target/bench-log`, or in
-//! `$KAAS_BENCH_DIR` to measure another filesystem, e.g. an NFS mount).
+//! `$KAAS_BENCH_DIR` to measure another filesystem, e.g. an NFS mount;
+//! `KAAS_BENCH_ONLY=checkpoint` for the checkpoint's cost alone).
 
 #[cfg(not(madsim))]
 // A benchmark of the real directory: real time and std::fs are its yardstick.
@@ -28,11 +29,13 @@ mod real {
         bytes as f64 / MIB as f64 / secs
     }
 
-    /// A record set of `size` bytes: uncompressed batches of 64 KiB.
+    /// A record set of `size` bytes: uncompressed batches of 64 KiB, or
+    /// one batch of about `size` if that is smaller.
     fn record_set(seed: u8, size: usize) -> Bytes {
-        let value = vec![seed; 64 * 1024 - 100];
+        let batch_size = size.min(64 * 1024);
+        let value = vec![seed; batch_size - 100];
         let mut set = BytesMut::with_capacity(size);
-        for _ in 0..size / (64 * 1024) {
+        for _ in 0..size / batch_size {
             set.extend_from_slice(&batch::build((-1, -1, -1), 0, &[&value]));
         }
         set.freeze()
@@ -122,6 +125,103 @@ mod real {
         )
     }
 
+    /// Appends `total` bytes in record sets of `set_size` to each of
+    /// `logs` at once, one writer per partition; MB/s over all of them.
+    async fn append_spread(logs: &[Arc<PartitionLog>], total: usize, set_size: usize) -> f64 {
+        let start = WallClock::now();
+        let per_log = total / logs.len();
+        let rates: Vec<_> = logs
+            .iter()
+            .map(|l| {
+                let l = l.clone();
+                tokio::spawn(async move { append(&l, per_log, 1, set_size).await })
+            })
+            .collect();
+        for r in rates {
+            r.await.expect("writer");
+        }
+        mbps(total, start.elapsed().as_secs_f64())
+    }
+
+    /// What the acknowledged-offset window costs: the manifest rewritten
+    /// once a second per partition that took writes (the default), next to
+    /// once an hour (no time-based checkpoint in these runs), on small
+    /// record sets where the flush cycles are many and short. Pairs on
+    /// fresh topics, the median reported.
+    async fn checkpoint_cost(vfs: Arc<dyn Vfs>, counting: &Counting) {
+        const SPREAD: usize = 32;
+        let every = |secs: u64| LogConfig {
+            checkpoint_interval: std::time::Duration::from_secs(secs),
+            ..config(1 << 30, u64::MAX)
+        };
+        let mut one = Vec::new();
+        let mut many = Vec::new();
+        for round in 0..5 {
+            eprintln!(
+                "checkpoint pair {round}: 64 MiB in 4 KiB sets, checkpoint every hour, then every second ..."
+            );
+            let mut rates = Vec::new();
+            for secs in [3600, 1] {
+                let meta = fresh_topic(vfs.as_ref(), &format!("ck{secs}-{round}")).await;
+                let l = Arc::new(lead(vfs.clone(), &meta, 1, every(secs)).await);
+                counting.counts.reset();
+                let started = WallClock::now();
+                let rate = append(&l, 64 * MIB, 8, 4096).await;
+                let took = started.elapsed().as_secs_f64();
+                let fsyncs = counting.counts.get(&counting.counts.fsyncs);
+                drop(l);
+                clear(vfs.as_ref(), &topic::topic_dir(&meta.id)).await;
+                let mut metas = Vec::new();
+                let mut logs = Vec::new();
+                for p in 0..SPREAD {
+                    let m = fresh_topic(vfs.as_ref(), &format!("ck{secs}-{round}-{p}")).await;
+                    logs.push(Arc::new(lead(vfs.clone(), &m, 1, every(secs)).await));
+                    metas.push(m);
+                }
+                let spread = append_spread(&logs, 64 * MIB, 4096).await;
+                drop(logs);
+                for m in metas {
+                    clear(vfs.as_ref(), &topic::topic_dir(&m.id)).await;
+                }
+                rates.push((rate, took, fsyncs, spread));
+            }
+            let ((hour, _, hour_fsyncs, hour_spread), (sec, took, sec_fsyncs, sec_spread)) =
+                (rates[0], rates[1]);
+            one.push((
+                sec / hour,
+                sec,
+                hour,
+                took,
+                sec_fsyncs as f64 - hour_fsyncs as f64,
+            ));
+            many.push((sec_spread / hour_spread, sec_spread, hour_spread));
+        }
+        one.sort_by(|a, b| a.0.total_cmp(&b.0));
+        many.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (ratio, sec, hour, took, extra) = one[one.len() / 2];
+        println!(
+            "| append, 8 writers x 4 KiB sets, checkpoint every 1 s (MB/s, median of 5 pairs) | {sec:.1} | every hour {hour:.1} | {ratio:.3} (run {took:.1} s, {extra:+.0} fsyncs) |"
+        );
+        println!(
+            "| checkpoint 1 s / 1 h, all 5 pairs | {} | | |",
+            one.iter()
+                .map(|p| format!("{:.3}", p.0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let (ratio, sec, hour) = many[many.len() / 2];
+        println!(
+            "| append, {SPREAD} partitions x 1 writer x 4 KiB sets, checkpoint every 1 s (MB/s, median) | {sec:.1} | every hour {hour:.1} | {ratio:.3} |"
+        );
+        println!(
+            "| checkpoint 1 s / 1 h, {SPREAD} partitions, all 5 pairs | {} | | |",
+            many.iter()
+                .map(|p| format!("{:.3}", p.0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+
     async fn fetch_all(log: &PartitionLog) -> (f64, usize) {
         let start = WallClock::now();
         let (mut offset, mut bytes) = (0, 0);
@@ -168,6 +268,10 @@ mod real {
             clear(posix.as_ref(), Path::new("topics")).await;
             let counting = Arc::new(Counting::new(posix.clone()));
             let vfs: Arc<dyn Vfs> = counting.clone();
+            if std::env::var("KAAS_BENCH_ONLY").as_deref() == Ok("checkpoint") {
+                checkpoint_cost(vfs, &counting).await;
+                return;
+            }
 
             // This disk's speed drifts a lot between runs (and with what was
             // just written or freed), so the bound and kaas run in pairs,
@@ -259,6 +363,7 @@ mod real {
                 small_secs * 1e3,
                 big_secs / small_secs
             );
+            checkpoint_cost(vfs, &counting).await;
         });
         rt.block_on(clear(&volume, Path::new("topics")));
     }
