@@ -121,6 +121,10 @@ def test_a_flipped_byte_in_an_acknowledged_segment_is_found_never_cut():
             assert time.monotonic() < deadline, fsck.stdout
             time.sleep(1)
         assert f"offsets {corrupt}..200 were given up" in fsck.stdout, fsck.stdout
+        print(f"\ndamaged-segment trial: 200 acknowledged, watermarks (0, 200) after the restart, "
+              f"CORRUPT_MESSAGE at offset {corrupt} after {corrupt} records read in order, "
+              f"fsck exit 1 naming offset {corrupt}; --truncate-damaged gave up {corrupt}..200, "
+              f"a new consumer read {corrupt} records then offset 200, the next record took 201")
     finally:
         b.stop()
 
