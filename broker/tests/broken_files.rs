@@ -4,7 +4,6 @@
 //! partition comes back by itself once the file is restored.
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use bytes::Bytes;
 use vfs::{MemVfs, Vfs};
 
 mod common;
-use common::{lead, live, plain, with_topic};
+use common::{lead, live, names_in, plain, with_topic};
 
 fn led_by_0(topic_id: &str, epoch: u32) -> Assignment {
     Assignment {
@@ -34,19 +33,6 @@ fn led_by_0(topic_id: &str, epoch: u32) -> Assignment {
         )],
         ..Assignment::default()
     }
-}
-
-async fn names(vfs: &dyn Vfs, dir: &Path, prefix: &str) -> Vec<String> {
-    let mut names: Vec<String> = vfs
-        .read_dir(dir)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .filter(|n| n.starts_with(prefix))
-        .collect();
-    names.sort();
-    names
 }
 
 fn errors(report: &broker::fsck::Report) -> Vec<String> {
@@ -89,7 +75,7 @@ async fn an_unreadable_manifest_holds_the_partition_offline_in_one_epoch() {
     assert_eq!(leaders.offline(), vec![(meta.id.clone(), 0, 2)]);
     assert!(leaders.stuck().is_empty(), "a new epoch was asked for");
     assert_eq!(
-        names(vfs.as_ref(), &dir, "epoch-").await,
+        names_in(vfs.as_ref(), &dir, |n| n.starts_with("epoch-")).await,
         ["epoch-0000000001", "epoch-0000000002"],
         "epochs claimed again and again"
     );
@@ -132,10 +118,10 @@ async fn a_missing_sealed_segment_is_unusable_not_papered_over() {
         log.append(plain(i, &[&[b'x'; 100][..]])).await.unwrap();
     }
     log.close().await.unwrap();
-    let segments = names(vfs.as_ref(), &dir, "0").await;
+    let segments = names_in(vfs.as_ref(), &dir, |n| n.starts_with("0")).await;
     let gone = segments.iter().find(|n| n.ends_with(".log")).unwrap();
     vfs.unlink(&dir.join(gone)).await.unwrap();
-    let manifests = names(vfs.as_ref(), &dir, "manifest-").await;
+    let manifests = names_in(vfs.as_ref(), &dir, |n| n.starts_with("manifest-")).await;
 
     let refused = lead(vfs.clone(), &meta, 0, 2, small).await;
     match refused {
@@ -143,7 +129,7 @@ async fn a_missing_sealed_segment_is_unusable_not_papered_over() {
         other => panic!("took over a log with a segment missing: {:?}", other.err()),
     }
     assert_eq!(
-        names(vfs.as_ref(), &dir, "manifest-").await,
+        names_in(vfs.as_ref(), &dir, |n| n.starts_with("manifest-")).await,
         manifests,
         "a manifest was written over the missing segment"
     );

@@ -195,14 +195,7 @@ async fn a_pass_keeps_the_newest_record_of_every_key_at_its_offset() {
         let next = lead(vfs.clone(), &meta, 0, 2, compacting()).await.unwrap();
         assert_eq!(read_all(&next).await, read, "{name}: after a takeover");
         let dir = broker::log::topic::partition_dir(&meta.id, 0);
-        let files: Vec<String> = vfs
-            .read_dir(&dir)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.name)
-            .filter(|n| n.ends_with(".log"))
-            .collect();
+        let files = common::names_in(vfs.as_ref(), &dir, |n| n.ends_with(".log")).await;
         for f in &files {
             let (id, _) = broker::log::manifest::parse_segment_file(f).unwrap();
             assert!(

@@ -4,42 +4,16 @@
 //! fsck names the first bad offset.
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use broker::fsck::{Severity, check};
 use broker::log::{LogConfig, LogError, topic};
-use bytes::Bytes;
 use vfs::{MemVfs, OpenOptions, Vfs};
 
 mod common;
-use common::{lead, plain, with_topic};
-
-/// The segment files of a partition, in name order.
-async fn segments(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
-    let mut names: Vec<String> = vfs
-        .read_dir(dir)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    names.sort();
-    names.into_iter().map(|n| dir.join(n)).collect()
-}
-
-/// Flips two bytes at `at` of the file at `path`, as a bad disk would.
-async fn flip(vfs: &dyn Vfs, path: &Path, at: u64) {
-    let f = vfs.open(path, OpenOptions::write()).await.unwrap();
-    let old = f.read_at(at, 2).await.unwrap();
-    f.write_at(at, Bytes::from(vec![old[0] ^ 0xff, old[1] ^ 0x0f]))
-        .await
-        .unwrap();
-    f.fsync().await.unwrap();
-    f.close().await.unwrap();
-}
+use common::{flip, lead, plain, segment_files, with_topic};
 
 async fn file_len(vfs: &dyn Vfs, path: &Path) -> u64 {
     let f = vfs.open(path, OpenOptions::read()).await.unwrap();
@@ -65,7 +39,7 @@ async fn damage_below_a_clean_shutdown_is_never_cut_nor_reused() {
             .unwrap();
     }
     log.close().await.unwrap();
-    let segment = segments(vfs.as_ref(), &dir).await.remove(0);
+    let segment = segment_files(vfs.as_ref(), &dir).await.remove(0);
     let middle = file_len(vfs.as_ref(), &segment).await / 2;
     flip(vfs.as_ref(), &segment, middle).await;
 
@@ -135,7 +109,7 @@ async fn the_checkpoint_follows_acknowledged_records_within_its_interval() {
     // The next acknowledged cycle writes the checkpoint.
     log.append(plain(100, &[b"late"])).await.unwrap();
     drop(log); // a crash: no close
-    let segment = segments(vfs.as_ref(), &dir).await.remove(0);
+    let segment = segment_files(vfs.as_ref(), &dir).await.remove(0);
     flip(
         vfs.as_ref(),
         &segment,

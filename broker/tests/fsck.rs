@@ -12,7 +12,7 @@ use bytes::Bytes;
 use vfs::{MemVfs, OpenOptions, Vfs};
 
 mod common;
-use common::{lead, plain, with_topic};
+use common::{lead, names_in, plain, with_topic};
 
 /// A volume with topic `orders` (2 partitions), partition 0 led in epoch
 /// 1 then 2, with records in two segments; returns the partition's dir.
@@ -89,18 +89,7 @@ async fn a_volume_the_broker_wrote_is_clean() {
 async fn lost_and_short_segments_and_missing_claims_are_errors() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
     let dir = written(&vfs).await;
-    let segments: Vec<String> = {
-        let mut s: Vec<String> = vfs
-            .read_dir(&dir)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.name)
-            .filter(|n| n.ends_with(".log"))
-            .collect();
-        s.sort();
-        s
-    };
+    let segments = names_in(vfs.as_ref(), &dir, |n| n.ends_with(".log")).await;
     assert!(segments.len() >= 2, "{segments:?}");
     vfs.unlink(&dir.join(&segments[0])).await.unwrap();
     write(vfs.as_ref(), &dir.join(&segments[1]), b"short").await;

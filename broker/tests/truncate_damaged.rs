@@ -4,47 +4,20 @@
 //! next leader reads over the gap, and no offset is handed out again.
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use broker::fsck::{Severity, check, truncate_damaged};
 use broker::log::{LogConfig, LogError, topic};
-use bytes::Bytes;
-use vfs::{MemVfs, OpenOptions, Vfs};
+use vfs::{MemVfs, Vfs};
 
 mod common;
-use common::{lead, plain, read_all, with_topic};
+use common::{flip, lead, plain, read_all, segment_files, with_topic};
 
 fn small() -> LogConfig {
     LogConfig {
         segment_bytes: 2048,
         ..LogConfig::default()
     }
-}
-
-/// The segment files of a partition, in offset order.
-async fn segments(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
-    let mut names: Vec<String> = vfs
-        .read_dir(dir)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    names.sort();
-    names.into_iter().map(|n| dir.join(n)).collect()
-}
-
-/// Flips a byte at `at` of the file at `path`, as a bad disk would.
-async fn flip(vfs: &dyn Vfs, path: &Path, at: u64) {
-    let f = vfs.open(path, OpenOptions::write()).await.unwrap();
-    let old = f.read_at(at, 1).await.unwrap();
-    f.write_at(at, Bytes::from(vec![old[0] ^ 0xff]))
-        .await
-        .unwrap();
-    f.fsync().await.unwrap();
-    f.close().await.unwrap();
 }
 
 fn problems(report: &broker::fsck::Report) -> Vec<String> {
@@ -77,7 +50,7 @@ async fn gives_up_a_damaged_segment_from_its_first_bad_batch_and_fences_the_lead
     }
     let before = read_all(&log, 0).await;
     assert_eq!(before.len(), 100);
-    let files = segments(vfs.as_ref(), &dir).await;
+    let files = segment_files(vfs.as_ref(), &dir).await;
     assert!(files.len() >= 3, "{files:?}");
     // Into the second segment's third batch (each ~110 bytes).
     flip(vfs.as_ref(), &files[1], 300).await;
@@ -154,7 +127,7 @@ async fn damage_in_the_active_segment_keeps_the_tail_past_the_checkpoint() {
             .await
             .unwrap();
     }
-    let files = segments(vfs.as_ref(), &dir).await;
+    let files = segment_files(vfs.as_ref(), &dir).await;
     assert_eq!(files.len(), 1);
     flip(vfs.as_ref(), &files[0], 200).await;
 
@@ -187,7 +160,7 @@ async fn a_missing_segment_is_replaced_by_an_empty_one() {
         log.append(plain(i, &[&[b'x'; 100][..]])).await.unwrap();
     }
     log.close().await.unwrap();
-    let files = segments(vfs.as_ref(), &dir).await;
+    let files = segment_files(vfs.as_ref(), &dir).await;
     vfs.unlink(&files[1]).await.unwrap();
     assert!(matches!(
         lead(vfs.clone(), &meta, 0, 2, small()).await,

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -19,9 +20,9 @@ use broker::log::topic::{self, TopicMeta};
 use broker::log::{LogConfig, LogError, PartitionLog};
 use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
-use vfs::Vfs;
 use vfs::durable::ClaimToken;
 use vfs::model::ModelNfs;
+use vfs::{OpenOptions, Vfs};
 
 /// Creates the volume's top-level directories and records its cluster id,
 /// as the first broker starting on it does.
@@ -105,6 +106,41 @@ pub async fn read_all(log: &PartitionLog, from: i64) -> Vec<(i64, Vec<u8>)> {
             at += h.size;
         }
     }
+}
+
+/// The names in `dir` that `keep` accepts, sorted.
+pub async fn names_in(vfs: &dyn Vfs, dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut names: Vec<String> = vfs
+        .read_dir(dir)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| keep(n))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The segment files of the partition in `dir`, in offset order (their
+/// names start with the zero-padded base offset).
+pub async fn segment_files(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
+    names_in(vfs, dir, |n| n.ends_with(".log"))
+        .await
+        .into_iter()
+        .map(|n| dir.join(n))
+        .collect()
+}
+
+/// Flips two bytes at `at` of the file at `path`, as a bad disk would.
+pub async fn flip(vfs: &dyn Vfs, path: &Path, at: u64) {
+    let f = vfs.open(path, OpenOptions::write()).await.unwrap();
+    let old = f.read_at(at, 2).await.unwrap();
+    f.write_at(at, Bytes::from(vec![old[0] ^ 0xff, old[1] ^ 0x0f]))
+        .await
+        .unwrap();
+    f.fsync().await.unwrap();
+    f.close().await.unwrap();
 }
 
 pub fn plain(timestamp: i64, values: &[&[u8]]) -> Bytes {
