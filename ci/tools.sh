@@ -2,7 +2,7 @@
 # Everything the tests need from outside the repository, installed once at
 # the start of a run (the steps after it run side by side, and two
 # apt-gets at once would fight over dpkg's lock): the Debian packages of
-# the real-client, power-loss and image steps, and the Python venvs inside
+# the real-client, power-loss, image and real-NFS steps, and the Python venvs inside
 # target/. Each step's own script still installs what it misses, so it
 # runs alone too.
 set -euo pipefail
@@ -17,6 +17,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The real-NFS cluster's guests: QEMU, a Debian kernel, nfsd.
+bash ci/realnfs/install.sh
 source ci/clients/venv.sh
 echo "clients: $("$venv/bin/python" -c 'import confluent_kafka, kafka, aiokafka; print("confluent-kafka", confluent_kafka.version()[0], "kafka-python", kafka.__version__, "aiokafka", aiokafka.__version__)')"
 source ci/readme/venv.sh
