@@ -47,6 +47,7 @@ struct Inner {
     volume_errors: IntCounterVec,
     nfs_files: IntCounter,
     lost_replies: IntCounterVec,
+    slow_calls: IntCounterVec,
     deletion_backlog: IntGauge,
     volume_size: IntGauge,
     volume_free: IntGauge,
@@ -222,6 +223,14 @@ impl Metrics {
                 "Calls to the shared volume that failed with a retransmission's answer (EEXIST \
                  to a create, ENOENT to a rename) although they had taken effect: their reply \
                  was lost, and the caller found its own result",
+                &["op"],
+            ),
+            slow_calls: counter(
+                &r,
+                "volume_slow_calls_total",
+                "Calls to the shared volume that took 5 s or longer (each is also logged with \
+                 its file): on NFS, a server waiting out a dead host's lease before it lets \
+                 another host change a file that host held",
                 &["op"],
             ),
             deletion_backlog: gauge(
@@ -528,6 +537,17 @@ impl Observer for VolumeObserver {
             .with_label_values(&[op.name()])
             .inc();
     }
+
+    fn slow(&self, op: Op, path: &std::path::Path, elapsed: Duration) {
+        (self.0).0.slow_calls.with_label_values(&[op.name()]).inc();
+        tracing::warn!(
+            op = op.name(),
+            path = %path.display(),
+            secs = format!("{:.1}", elapsed.as_secs_f64()),
+            "a volume call was slow (an NFS server recalling a dead host's delegation waits \
+             out its lease; see deploy/README.md)"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -591,6 +611,37 @@ mod tests {
                 "kaas_build_info{{version=\"{}\"}} 1",
                 env!("CARGO_PKG_VERSION")
             ),
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
+    }
+
+    /// A model NFS whose every call stalls 6 s: each call is counted as
+    /// slow under its own op.
+    #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+    #[cfg_attr(madsim, tokio::test)]
+    async fn counts_slow_volume_calls_by_op() {
+        use vfs::model::{Faults, ModelNfs, NfsConfig};
+        let config = NfsConfig {
+            faults: Faults {
+                stall_probability: 1.0,
+                stall_ms: 6_000,
+                ..Faults::default()
+            },
+            ..NfsConfig::default()
+        };
+        let nfs = ModelNfs::new(config, 7);
+        let m = Metrics::new();
+        let v = vfs::observed::Observed::new(Arc::new(nfs.host(1)), m.volume_observer());
+        use vfs::Vfs;
+        v.mkdir(std::path::Path::new("d")).await.unwrap();
+        v.rename(std::path::Path::new("d"), std::path::Path::new("e"))
+            .await
+            .unwrap();
+        let text = String::from_utf8(m.render()).unwrap();
+        for line in [
+            "kaas_volume_slow_calls_total{op=\"mkdir\"} 1",
+            "kaas_volume_slow_calls_total{op=\"rename\"} 1",
         ] {
             assert!(text.contains(line), "missing {line} in:\n{text}");
         }

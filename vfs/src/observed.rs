@@ -63,7 +63,16 @@ pub trait Observer: Send + Sync + 'static {
     fn lost_reply(&self, op: Op) {
         let _ = op;
     }
+    /// A call that took [`SLOW_CALL`] or longer, and the file it was on: on
+    /// NFS, a server recalling a dead host's delegation before it lets
+    /// another host change the file waits out that host's lease.
+    fn slow(&self, op: Op, path: &Path, elapsed: Duration) {
+        let _ = (op, path, elapsed);
+    }
 }
+
+/// How long a volume call may take before it is reported as slow.
+pub const SLOW_CALL: Duration = Duration::from_secs(5);
 
 /// The errno an error stands for, as far as its kind tells (the model NFS
 /// reports EIO as an uncategorised error, like std does for a real EIO).
@@ -101,44 +110,64 @@ impl Observed {
     }
 }
 
-/// Times `call` and reports it as `op`.
+/// Times `call` on `path` and reports it as `op`.
 async fn timed<T>(
     observer: &dyn Observer,
-    op: Op,
+    (op, path): (Op, &Path),
     call: impl Future<Output = io::Result<T>>,
 ) -> io::Result<T> {
     let start = Instant::now();
     let out = call.await;
-    observer.done(op, start.elapsed(), out.as_ref().map(|_| ()));
+    let elapsed = start.elapsed();
+    observer.done(op, elapsed, out.as_ref().map(|_| ()));
+    if elapsed >= SLOW_CALL {
+        observer.slow(op, path, elapsed);
+    }
     out
 }
 
 #[async_trait]
 impl Vfs for Observed {
     async fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
-        let inner = timed(&*self.observer, Op::Open, self.inner.open(path, opts)).await?;
+        let inner = timed(
+            &*self.observer,
+            (Op::Open, path),
+            self.inner.open(path, opts),
+        )
+        .await?;
         Ok(Box::new(ObservedFile {
             inner,
             observer: self.observer.clone(),
+            path: path.to_owned(),
         }))
     }
     async fn stat(&self, path: &Path) -> io::Result<Metadata> {
-        timed(&*self.observer, Op::Stat, self.inner.stat(path)).await
+        timed(&*self.observer, (Op::Stat, path), self.inner.stat(path)).await
     }
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        timed(&*self.observer, Op::Rename, self.inner.rename(from, to)).await
+        timed(
+            &*self.observer,
+            (Op::Rename, to),
+            self.inner.rename(from, to),
+        )
+        .await
     }
     async fn unlink(&self, path: &Path) -> io::Result<()> {
-        timed(&*self.observer, Op::Unlink, self.inner.unlink(path)).await
+        timed(&*self.observer, (Op::Unlink, path), self.inner.unlink(path)).await
     }
     async fn mkdir(&self, path: &Path) -> io::Result<()> {
-        timed(&*self.observer, Op::Mkdir, self.inner.mkdir(path)).await
+        timed(&*self.observer, (Op::Mkdir, path), self.inner.mkdir(path)).await
     }
     async fn rmdir(&self, path: &Path) -> io::Result<()> {
-        timed(&*self.observer, Op::Rmdir, self.inner.rmdir(path)).await
+        timed(&*self.observer, (Op::Rmdir, path), self.inner.rmdir(path)).await
     }
     async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        let entries = timed(&*self.observer, Op::ReadDir, self.inner.read_dir(path)).await?;
+        let entries = timed(
+            &*self.observer,
+            (Op::ReadDir, path),
+            self.inner.read_dir(path),
+        )
+        .await?;
         let silly = entries
             .iter()
             .filter(|e| is_nfs_silly_rename(&e.name))
@@ -149,7 +178,12 @@ impl Vfs for Observed {
         Ok(entries)
     }
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        timed(&*self.observer, Op::SyncDir, self.inner.sync_dir(path)).await
+        timed(
+            &*self.observer,
+            (Op::SyncDir, path),
+            self.inner.sync_dir(path),
+        )
+        .await
     }
     fn fault_host(&self) -> Option<u32> {
         self.inner.fault_host()
@@ -166,35 +200,46 @@ impl Vfs for Observed {
 struct ObservedFile {
     inner: Box<dyn VfsFile>,
     observer: Arc<dyn Observer>,
+    path: std::path::PathBuf,
 }
 
 #[async_trait]
 impl VfsFile for ObservedFile {
     async fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        timed(&*self.observer, Op::Read, self.inner.read_at(offset, len)).await
+        timed(
+            &*self.observer,
+            (Op::Read, &self.path),
+            self.inner.read_at(offset, len),
+        )
+        .await
     }
     async fn write_at(&self, offset: u64, data: Bytes) -> io::Result<()> {
         timed(
             &*self.observer,
-            Op::Write,
+            (Op::Write, &self.path),
             self.inner.write_at(offset, data),
         )
         .await
     }
     async fn fsync(&self) -> io::Result<()> {
-        timed(&*self.observer, Op::Fsync, self.inner.fsync()).await
+        timed(&*self.observer, (Op::Fsync, &self.path), self.inner.fsync()).await
     }
     async fn write_all_and_sync(&self, offset: u64, chunks: Vec<Bytes>) -> io::Result<()> {
         // The backend's own (one vectored write on POSIX), not the default.
         let call = self.inner.write_all_and_sync(offset, chunks);
-        timed(&*self.observer, Op::WriteAndSync, call).await
+        timed(&*self.observer, (Op::WriteAndSync, &self.path), call).await
     }
     async fn stat(&self) -> io::Result<Metadata> {
-        timed(&*self.observer, Op::FileStat, self.inner.stat()).await
+        timed(
+            &*self.observer,
+            (Op::FileStat, &self.path),
+            self.inner.stat(),
+        )
+        .await
     }
     async fn close(self: Box<Self>) -> io::Result<()> {
-        let observer = self.observer.clone();
-        timed(&*observer, Op::Close, self.inner.close()).await
+        let (observer, path) = (self.observer.clone(), self.path.clone());
+        timed(&*observer, (Op::Close, &path), self.inner.close()).await
     }
 }
 
