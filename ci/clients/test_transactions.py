@@ -68,8 +68,12 @@ def settled_ends(bootstrap, topic, partitions, limit_s):
 
 # Leadership moves (a killed broker, its return as preferred leader): a
 # broker whose metadata is a moment old answers these, and a client retries.
+# librdkafka's local _UNKNOWN_PARTITION too: seen once from
+# get_watermark_offsets while a killed coordinator's partitions moved (a
+# CI run of 2026-12-06), and gone on the next ask.
 MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-          KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART}
+          KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART,
+          KafkaError._UNKNOWN_PARTITION}
 
 
 def high_watermark(consumer, tp, deadline):
