@@ -269,6 +269,15 @@ pub struct Config {
           action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub allow_unsafe_mount: bool,
 
+    /// On NFS, open the volume's files with O_DIRECT, so that the client
+    /// asks the server for no delegations: a power-lost host's delegations
+    /// would stall the other brokers' heartbeats and takeovers for the
+    /// server's lease (deploy/README.md, "Delegations"). `false` brings
+    /// back buffered opens, for comparison.
+    #[arg(long, env = "KAAS_NFS_DIRECT_IO", default_value_t = true,
+          action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub nfs_direct_io: bool,
+
     /// Where the start-up mount check reads the mount table (tests point
     /// it at a prepared one).
     #[arg(

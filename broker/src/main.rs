@@ -55,6 +55,15 @@ mod production {
         if let Err(code) = check_mount(&config, volume.root()) {
             return code;
         }
+        let volume = if volume.direct_io() && !config.nfs_direct_io {
+            tracing::warn!(
+                "--nfs-direct-io=false: files on NFS are opened buffered, and a host that \
+                 loses power can stall the others for the server's lease"
+            );
+            volume.with_direct_io(false)
+        } else {
+            volume
+        };
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -118,6 +127,19 @@ mod production {
             return Ok(());
         }
         tracing::info!(mount = %mount.describe(), "data directory on NFS");
+        let stats = config.mountinfo.with_file_name("mountstats");
+        match std::fs::read_to_string(&stats)
+            .ok()
+            .and_then(|s| broker::mount_check::lease_seconds(&s, &mount.point))
+        {
+            Some(lease) => tracing::info!(
+                lease_s = lease,
+                "NFSv4 lease: after a server restart, volume calls wait out its grace period \
+                 (usually the lease); a power-lost host holds no delegations of kaas's files \
+                 (they are opened with O_DIRECT unless --nfs-direct-io=false)"
+            ),
+            None => tracing::info!(mountstats = %stats.display(), "the NFS lease is not known"),
+        }
         let violations = mount.violations();
         if violations.is_empty() {
             return Ok(());

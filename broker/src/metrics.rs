@@ -544,8 +544,9 @@ impl Observer for VolumeObserver {
             op = op.name(),
             path = %path.display(),
             secs = format!("{:.1}", elapsed.as_secs_f64()),
-            "a volume call was slow (an NFS server recalling a dead host's delegation waits \
-             out its lease; see deploy/README.md)"
+            "a volume call was slow (an NFS server in its grace period after a restart, or \
+             recalling a dead host's delegation, holds calls back; see deploy/README.md, \
+             \"The NFS server's settings\")"
         );
     }
 }

@@ -113,7 +113,8 @@ impl Mount {
                 },
                 why: "before NFSv4.1 a retransmitted exclusive create can answer \"already \
                       exists\" to its own winner (no sessions, no exactly-once replies), which costs \
-                      an epoch at every lost reply; mount with nfsvers=4.1 or 4.2",
+                      an epoch at every lost reply, and the client cannot ask for no delegations; \
+                      mount with nfsvers=4.1 or 4.2",
             });
         }
         found
@@ -150,6 +151,24 @@ impl Mount {
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         ((major, minor) < (4, 1)).then(|| v.to_string())
     }
+}
+
+/// The NFSv4 lease the server granted the mount at `point`, in seconds,
+/// from a `/proc/self/mountstats` text (the kernel's `lease_time=` on the
+/// mount's `nfsv4:` line; procfs-core does not parse that line). After a
+/// server restart, opens wait out the grace period, which is the lease
+/// unless the server sets it apart.
+pub fn lease_seconds(mountstats: &str, point: &Path) -> Option<u64> {
+    let header = format!(" mounted on {} with fstype nfs", point.display());
+    let mut lines = mountstats.lines();
+    lines.find(|l| l.starts_with("device ") && l.contains(&header))?;
+    lines
+        .take_while(|l| !l.starts_with("device "))
+        .find_map(|l| l.trim_start().strip_prefix("nfsv4:"))?
+        .split(',')
+        .find_map(|field| field.trim().strip_prefix("lease_time="))?
+        .parse()
+        .ok()
 }
 
 /// The refusal message for `violations` of the mount holding `data_dir`.
@@ -247,6 +266,25 @@ mod tests {
         assert_eq!(at("/data").old_version(), None);
         assert!(at("/srv").violations().is_empty());
         assert!(!at("/srv").is_nfs());
+    }
+
+    #[test]
+    fn the_lease_is_read_from_the_mounts_own_block() {
+        let stats = "\
+device /dev/sda1 mounted on / with fstype ext4
+device server:/export mounted on /other with fstype nfs4 statvers=1.1
+\tnfsv4:\tbm0=0xfdffbfff,bm1=0x40f9be3e,bm2=0x60803,acl=0x3,sessions,pnfs=not configured,lease_time=30,lease_expired=0
+device 10.77.0.2:/ mounted on /mnt/kaas with fstype nfs4 statvers=1.1
+\topts:\trw,vers=4.1,rsize=1048576
+\tnfsv4:\tbm0=0xfdffbfff,bm1=0x40f9be3e,bm2=0x60803,acl=0x3,sessions,pnfs=not configured,lease_time=90,lease_expired=0
+\tsec:\tflavor=1,pseudoflavor=1
+device tmpfs mounted on /tmp with fstype tmpfs
+";
+        assert_eq!(lease_seconds(stats, Path::new("/mnt/kaas")), Some(90));
+        assert_eq!(lease_seconds(stats, Path::new("/other")), Some(30));
+        assert_eq!(lease_seconds(stats, Path::new("/tmp")), None);
+        assert_eq!(lease_seconds(stats, Path::new("/mnt")), None);
+        assert_eq!(lease_seconds("garbage", Path::new("/")), None);
     }
 
     #[test]

@@ -144,6 +144,7 @@ class Cluster:
         self.export_image = os.path.join(self.work, "export.img")
         self.export_mib = export_mib
         self.kaas = os.path.join(self.root, "target", "release", "kaas")
+        self.broker_args = ""
         self.server = Host(self, "nfs-server", SERVER_IP, "server", "tap0", "52:54:00:77:00:02")
         self.clients = [Host(self, f"kaas-{i}", f"{NET}.{11 + i}", "client", f"tap{i + 1}",
                              f"52:54:00:77:00:{11 + i:02x}", broker_id=i)
@@ -200,7 +201,7 @@ class Cluster:
     def start_broker(self, client, extra=""):
         cmd = (f"exec env KAAS_LOG=info {self.kaas} --data-dir /mnt/kaas "
                f"--broker-id {client.broker_id} --listen {client.kafka} "
-               f"--health-listen {client.ip}:{HEALTH_PORT} {extra}")
+               f"--health-listen {client.ip}:{HEALTH_PORT} {self.broker_args} {extra}")
         return client.spawn(cmd, f"/logs/broker-{client.broker_id}.log")
 
     def kill_broker(self, client):
@@ -224,6 +225,23 @@ class Cluster:
         host = via or next(c for c in self.clients if c.proc is not None)
         rc, out, err = host.sh(f"{self.kaas} fsck --data-dir /mnt/kaas", timeout=600)
         return rc, out + err
+
+    def delegations(self):
+        """{client name: delegations the server holds for it}, from nfsd's
+        own table (/proc/fs/nfsd/clients/*/). kaas opens its files with
+        O_DIRECT so that it is handed none; a delegation held by a host
+        that loses power stalls every other host's rename or removal of
+        that file for the server's lease."""
+        out = self.server.must(
+            "for d in /proc/fs/nfsd/clients/*/; do "
+            "echo \"$(sed -n 's/^name: .*kaas-\\(kaas-[0-9]*\\).*/\\1/p' $d/info) "
+            "$(grep -c 'type: deleg' $d/states)\"; done")
+        held = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                held[parts[0]] = held.get(parts[0], 0) + int(parts[1])
+        return held
 
     def down(self):
         for h in self.hosts:

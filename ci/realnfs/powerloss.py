@@ -4,8 +4,13 @@ partitions loses power (its QEMU killed). Measures when every partition
 has a leader again, when the first record sent after the fault is
 acknowledged, and the worst acknowledgement latency; reads every
 acknowledged record back once; lists the volume calls the surviving
-brokers logged as slow (op and file). Run by `ci/realnfs/run powerloss`."""
+brokers logged as slow (op and file) and the delegations the server held
+for each host before the fault. Run by `ci/realnfs/run powerloss
+[--victim N] [--buffered]`: `--victim` picks the broker whose host dies
+(default: the one leading the most partitions), `--buffered` starts the
+brokers with --nfs-direct-io=false, the behaviour before the fix."""
 
+import argparse
 import os
 import re
 import sys
@@ -66,7 +71,13 @@ def leaders(admin):
 
 
 def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--victim", type=int)
+    a.add_argument("--buffered", action="store_true")
+    args = a.parse_args()
     cluster = Cluster(ROOT)
+    if args.buffered:
+        cluster.broker_args = "--nfs-direct-io=false"
     try:
         cluster.up()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
@@ -76,6 +87,9 @@ def main():
         time.sleep(15)
         by = leaders(admin)
         busiest = max(set(by.values()), key=lambda b: sum(1 for x in by.values() if x == b))
+        if args.victim is not None:
+            busiest = args.victim
+        held = cluster.delegations()
         victim = next(c for c in cluster.clients if c.broker_id == busiest)
         survivors = [c for c in cluster.clients if c is not victim]
         admin = AdminClient({"bootstrap.servers": ",".join(c.kafka for c in survivors)})
@@ -123,6 +137,8 @@ def main():
         present = set(seen.values())
         lost += [(None, v) for v in unplaced if v not in present]
         want.update({(None, v): v for v in unplaced})
+        print(f"realnfs: delegations held before the fault: {held}"
+              f"{' (brokers opened files buffered)' if args.buffered else ''}")
         print(f"realnfs power loss of {victim.name} (broker {busiest}, leading "
               f"{sum(1 for x in by.values() if x == busiest)} of {PARTITIONS}): "
               f"{len(sender.acked)} acknowledged ({len(unplaced)} without an offset), {len(lost)} lost, {duplicated} duplicated, "

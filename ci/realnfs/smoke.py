@@ -2,7 +2,8 @@
 mounted the export as deploy/README.md says and each broker accepted the
 mount, produce idempotently with acks=all to a topic whose partitions the
 brokers share, read every acknowledged record back exactly once at its
-offset, kill -9 the broker leading the most partitions and check the
+offset, check that the server delegated no file to any broker host,
+kill -9 the broker leading the most partitions and check the
 records it acknowledged are read back through the others, then `kaas
 fsck` of the export. Prints what it measured. Run by ci/realnfs/run inside
 its network namespace."""
@@ -94,6 +95,12 @@ def main():
         for value, key in acked.items():
             assert seen.get(key) == value, f"{value} acknowledged at {key}, read {seen.get(key)}"
         print(f"realnfs: 2000 records acknowledged in {took:.1f} s and read back at their offsets")
+        # Files opened with O_DIRECT ask for no delegation; one held by a
+        # host that loses power would stall the others for the lease.
+        held = cluster.delegations()
+        assert set(held) == {c.name for c in cluster.clients}, held
+        assert not any(held.values()), f"the server delegated files to brokers: {held}"
+        print(f"realnfs: delegations the server holds for the broker hosts: {held}")
 
         by = leaders(admin)
         busiest = max(set(by.values()), key=lambda b: sum(1 for x in by.values() if x == b))
