@@ -189,6 +189,47 @@ pub(crate) async fn scan(
     Ok(out)
 }
 
+/// Reads a file forward through one buffer, so that walking many small
+/// batches costs one read call per window instead of two per batch: with
+/// O_DIRECT on NFS (`vfs::PosixVfs::direct_io`) every call is a round trip
+/// to the server, and a fetch of a thousand small batches made that many
+/// trips (a simulated fetch from offset 0 of a few thousand batches ran
+/// past its client's timeout on every try).
+pub(crate) struct Window<'f> {
+    file: &'f dyn VfsFile,
+    start: u64,
+    buf: Bytes,
+    /// How much one read asks for when it may (never past `limit`).
+    want: usize,
+    limit: u64,
+}
+
+impl<'f> Window<'f> {
+    pub fn new(file: &'f dyn VfsFile, want: usize, limit: u64) -> Self {
+        Self {
+            file,
+            start: 0,
+            buf: Bytes::new(),
+            want,
+            limit,
+        }
+    }
+
+    /// `len` bytes at `pos`, fewer only where the file ends, as `read_at`
+    /// answers. Reads past `limit` only as far as `len` asks.
+    pub async fn get(&mut self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let held = self.start + self.buf.len() as u64;
+        if pos >= self.start && pos + len as u64 <= held {
+            let at = (pos - self.start) as usize;
+            return Ok(self.buf.slice(at..at + len));
+        }
+        let ahead = self.limit.saturating_sub(pos).min(self.want as u64) as usize;
+        self.buf = self.file.read_at(pos, len.max(ahead)).await?;
+        self.start = pos;
+        Ok(self.buf.slice(..len.min(self.buf.len())))
+    }
+}
+
 /// The first whole batch from `position` (a batch boundary) up to `limit`
 /// whose max timestamp is at least `ts`. Only headers are read until one
 /// matches; a short read (a file shorter than its sealed end) ends the walk.
@@ -198,8 +239,9 @@ pub(crate) async fn first_batch_reaching(
     limit: u64,
     ts: i64,
 ) -> io::Result<Option<Bytes>> {
+    let mut window = Window::new(file, CHUNK, limit);
     while position + batch::HEADER_LEN as u64 <= limit {
-        let head = file.read_at(position, batch::HEADER_LEN).await?;
+        let head = window.get(position, batch::HEADER_LEN).await?;
         let (Some(size), Some(max_timestamp)) =
             (batch::peek_size(&head), batch::peek_max_timestamp(&head))
         else {
@@ -209,7 +251,7 @@ pub(crate) async fn first_batch_reaching(
             return Ok(None);
         }
         if max_timestamp >= ts {
-            let whole = file.read_at(position, size).await?;
+            let whole = window.get(position, size).await?;
             return Ok((whole.len() == size).then_some(whole));
         }
         position += size as u64;

@@ -505,9 +505,16 @@ async fn collect(
     offset: i64,
     max_bytes: usize,
 ) -> io::Result<Result<(Bytes, bool), (u64, String)>> {
+    // Enough for the batches asked for and those before `offset` since the
+    // index entry `pos` came from, in one read; bounded, as a fetch may
+    // allow tens of megabytes.
+    const MIN_WINDOW: usize = 64 << 10;
+    const MAX_WINDOW: usize = 8 << 20;
+    let want = max_bytes.clamp(MIN_WINDOW, MAX_WINDOW);
+    let mut window = crate::log::scan::Window::new(file, want, limit);
     let mut out = BytesMut::new();
     while pos + batch::LOG_OVERHEAD as u64 <= limit {
-        let head = file.read_at(pos, batch::HEADER_LEN).await?;
+        let head = window.get(pos, batch::HEADER_LEN).await?;
         let (Some(size), Some(base)) = (
             batch::peek_size(&head),
             head.get(0..8)
@@ -543,7 +550,7 @@ async fn collect(
         if !out.is_empty() && out.len() + size > max_bytes {
             break;
         }
-        let data = file.read_at(pos, size).await?;
+        let data = window.get(pos, size).await?;
         if data.len() < size {
             return Ok(Ok((out.freeze(), true)));
         }
