@@ -232,3 +232,57 @@ async fn refusals_have_kafkas_codes() {
         ResponseError::GroupIdNotFound.code()
     );
 }
+
+/// A heartbeat of the member's previous epoch (its answer was lost, or a
+/// paused broker takes it up late) says what the member owned before the
+/// revocation its current epoch announced: it cannot acknowledge that
+/// revocation. Taken as one, it handed a partition to another member while
+/// the first still consumed it (simulator seed 248, holding-not-durable).
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_previous_epochs_heartbeat_does_not_acknowledge_a_revocation() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 3);
+    let c = coordinator(&nfs, 1).await;
+    c.sync(&assignment(1, 1)).await;
+    let small = topics();
+    let grown: Topics = [("t".to_owned(), (TOPIC_ID.to_string(), 8))].into();
+    let at = |req, topics: &Topics| {
+        let topics = topics.clone();
+        let c = &c;
+        async move {
+            c.consumer_group_heartbeat(req, 1, "client", &topics, Instant::now())
+                .await
+        }
+    };
+    let a1 = at(beat("a", 0, Some(&[])), &small).await;
+    let four: Vec<i32> = assigned(&a1).unwrap().into_iter().collect();
+    assert_eq!(four.len(), 4);
+    // The topic grows: a is given four more, a new epoch with no revocation.
+    let a2 = at(beat("a", a1.member_epoch, Some(&four)), &grown).await;
+    assert!(a2.member_epoch > a1.member_epoch);
+    let eight: Vec<i32> = assigned(&a2).unwrap().into_iter().collect();
+    assert_eq!(eight.len(), 8);
+    let b = at(beat("b", 0, Some(&[])), &grown).await;
+    assert_eq!(b.error_code, 0);
+    let revoke = at(beat("a", a2.member_epoch, Some(&eight)), &grown).await;
+    let kept = assigned(&revoke).unwrap();
+    assert_eq!(kept.len(), 4, "a is asked to give four up");
+
+    // The previous epoch's heartbeat, owning nothing yet, arrives late.
+    let stale = at(beat("a", a1.member_epoch, Some(&[])), &grown).await;
+    assert_eq!(stale.error_code, 0, "a lost answer is forgiven");
+    let b2 = at(beat("b", b.member_epoch, Some(&[])), &grown).await;
+    assert!(
+        assigned(&b2).is_none_or(|p| p.is_empty()),
+        "a has not let go of anything: {:?}",
+        assigned(&b2)
+    );
+    // Its own epoch's heartbeat listing what it kept is the acknowledgement.
+    let kept: Vec<i32> = kept.into_iter().collect();
+    let a3 = at(beat("a", revoke.member_epoch, Some(&kept)), &grown).await;
+    assert_eq!(a3.error_code, 0);
+    let b3 = at(beat("b", b.member_epoch, Some(&[])), &grown).await;
+    let b_owns = assigned(&b3).unwrap();
+    assert_eq!(b_owns.len(), 4);
+    assert!(b_owns.iter().all(|p| !kept.contains(p)));
+}

@@ -428,6 +428,7 @@ impl ConsumerGroup {
                 format!("epoch {} is older than the member's {}", b.epoch, m.epoch),
             ));
         }
+        let current = b.epoch == m.epoch;
         self.check_fields(&b)?;
         let before = self.state.members.get(&b.member_id).cloned();
         self.update(&b, now);
@@ -440,7 +441,13 @@ impl ConsumerGroup {
             self.state.epoch += 1;
         }
         self.retarget(topics);
-        let changed = self.reconcile(&b.member_id, b.owned.as_ref(), now);
+        // Only a heartbeat of the member's current epoch can acknowledge
+        // the revocation that epoch's answer announced; one of the previous
+        // epoch (its answer lost, or taken up late by a paused broker) says
+        // what the member owned before it, and taking that as a release
+        // hands the partitions on while the member still consumes them.
+        let owned = b.owned.as_ref().filter(|_| current);
+        let changed = self.reconcile(&b.member_id, owned, now);
         let full = b
             .owned
             .as_ref()
