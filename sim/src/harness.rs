@@ -17,6 +17,7 @@ use vfs::Vfs;
 use vfs::model::{FaultStats, ModelNfs, NfsConfig};
 
 use crate::args::{FAULT_KINDS, FaultSet};
+use crate::checker::failover::Outage;
 use crate::checker::{self, Invariant};
 use crate::fault_points::{self, PointStats, Stats};
 use crate::nfs_hook::NfsCrashHook;
@@ -139,7 +140,11 @@ impl Options {
 
     /// A run in `profile`'s world.
     pub fn in_world(profile: swarm::Profile, seed: u64, brokers: u32, duration: Duration) -> Self {
+        // Where failover time is judged, nothing else moves leadership.
+        let leaders_left_alone = profile.world == "power-loss";
         Self {
+            movers: !leaders_left_alone,
+            repairer: !leaders_left_alone,
             nfs: profile.nfs,
             pace: profile.pace,
             points: profile.points,
@@ -183,6 +188,8 @@ impl Report {
 }
 
 const HEARTBEAT_SECS: u64 = 2;
+/// The brokers' session timeout (kaas's default; not passed, so not set).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest twin fault: a twin's start-up checks wait two heartbeat
 /// intervals, on a volume that may be slow.
 const TWIN_START_UP: Duration = Duration::from_secs(8);
@@ -245,6 +252,11 @@ const OBSERVER_HOST: u32 = 1_000;
 pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     let handle = Handle::current();
     let nfs = ModelNfs::new(opts.nfs.clone(), madsim::rand::random());
+    // The historical sixth bug: files opened buffered, as before kaas
+    // opened them with O_DIRECT on NFS (`PosixVfs::direct_io`).
+    if broker::historical::on("delegation-stall") {
+        nfs.set_direct_io(false);
+    }
     let hook = crash_hook.then(madsim::plugin::simulator::<NfsCrashHook>);
     if let Some(hook) = &hook {
         hook.attach(nfs.clone());
@@ -342,6 +354,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
 
     let violations = Violations::default();
     let observer = handle.create_node().name("observer").build();
+    let stalls = nfs.clone();
     observer.spawn(observe_with_pauses(
         Arc::new(nfs.host(OBSERVER_HOST)),
         opts.brokers,
@@ -349,6 +362,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         violations.clone(),
         stamp,
         frozen.clone(),
+        move |id| stalls.stalled(id),
     ));
     let history = History::default();
     if opts.committer {
@@ -574,6 +588,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         frozen,
         processes,
         twin,
+        outages: Default::default(),
     });
     // Triggered steps wait for their call on their own, alongside the
     // timeline.
@@ -817,6 +832,21 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
             workload::describe(e)
         ));
     }
+    // Failover time, where nothing but the volume's own waits can slow it.
+    if opts.failover_is_judged() {
+        let outages = env
+            .outages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (judged, found) = checker::failover::check(&events, &outages, SESSION_TIMEOUT);
+        for _ in 0..judged {
+            violations.checked(Invariant::FailoverSlow);
+        }
+        for v in found {
+            violations.push(v);
+        }
+    }
     let violations_found = violations.clone();
     let mut violations = violations.take();
     violations.extend(checker::check(&events, &logs));
@@ -955,6 +985,23 @@ struct FaultEnv {
     /// The brokers' processes, to see whether one stopped itself.
     processes: Vec<Process>,
     twin: TwinStarter,
+    /// Every fault injected, for the failover-time check.
+    outages: Arc<std::sync::Mutex<Vec<Outage>>>,
+}
+
+impl Options {
+    /// Whether failover time is judged (`failover-slow`): only where
+    /// nothing else moves leadership or holds a broker up on purpose. The
+    /// movers reassign partitions, the repairer takes them over in epochs
+    /// of its own, fault points pause and crash brokers mid-step, and
+    /// injected stalls hold volume calls for seconds; any of them may
+    /// slow a failover for its own good reasons.
+    pub fn failover_is_judged(&self) -> bool {
+        !self.movers
+            && !self.repairer
+            && !self.points.active()
+            && self.nfs.faults.stall_probability == 0.0
+    }
 }
 
 impl FaultEnv {
@@ -967,6 +1014,15 @@ impl FaultEnv {
         self.trace
             .record(format!("{} fault {}", self.stamp(), f.describe()));
         self.counts.add(f.kind.name());
+        self.outages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Outage {
+                at: self.start.elapsed(),
+                healed: self.start.elapsed() + f.lasts,
+                kind: f.kind.name(),
+                broker: f.kind.broker().map(|b| b as u32),
+            });
         if let FaultKind::Twin { broker, mode } = f.kind {
             let stamp = || self.stamp();
             let twin = Twin {
@@ -1118,6 +1174,17 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// The broker the fault hits, if it hits one.
+    pub(crate) fn broker(&self) -> Option<usize> {
+        match self {
+            FaultKind::Crash(b) | FaultKind::Pause(b) | FaultKind::Isolate(b) => Some(*b),
+            FaultKind::CutLink { broker, .. }
+            | FaultKind::ClockJump { broker, .. }
+            | FaultKind::Twin { broker, .. } => Some(*broker),
+            FaultKind::Full { .. } | FaultKind::NfsRestart => None,
+        }
+    }
+
     /// The same fault aimed at broker `b`.
     pub(crate) fn on_broker(&self, b: usize) -> FaultKind {
         match self {
@@ -1495,8 +1562,11 @@ pub(crate) struct Frozen(Arc<std::sync::Mutex<FrozenState>>);
 
 #[derive(Default)]
 struct FrozenState {
-    /// Per broker: frozen now?, and since when (or since when awake).
-    awake: BTreeMap<u32, (bool, Instant)>,
+    /// Per broker: how many faults hold it frozen or dead now (a fault
+    /// point's freeze can outlast a crash fault's start, and its thaw must
+    /// not wake a broker the crash still holds), and since when it is
+    /// held (or awake).
+    awake: BTreeMap<u32, (u32, Instant)>,
     /// How many times each broker's node booted.
     boots: BTreeMap<u32, u64>,
     /// Brokers a fault point crashed that have not booted again: madsim
@@ -1511,10 +1581,12 @@ impl Frozen {
 
     /// A broker node booted (its first start or a restart).
     fn booted(&self, broker: u32) {
-        self.set(broker, false);
-        let mut s = self.lock();
-        *s.boots.entry(broker).or_default() += 1;
-        s.restarting.remove(&broker);
+        // A point crash's hold ends with its restart; a crash fault's ends
+        // at its heal (`FaultEnv::inject`).
+        if self.lock().restarting.remove(&broker) {
+            self.set(broker, false);
+        }
+        *self.lock().boots.entry(broker).or_default() += 1;
     }
 
     /// How many times the broker's node booted so far.
@@ -1537,18 +1609,29 @@ impl Frozen {
     /// not booted again yet.
     pub(crate) fn any_held(&self) -> bool {
         let s = self.lock();
-        !s.restarting.is_empty() || s.awake.values().any(|(frozen, _)| *frozen)
+        !s.restarting.is_empty() || s.awake.values().any(|(holds, _)| *holds > 0)
     }
 
+    /// One more fault holds the broker (`true`), or one fewer (`false`).
     pub(crate) fn set(&self, broker: u32, frozen: bool) {
-        self.lock().awake.insert(broker, (frozen, Instant::now()));
+        let mut s = self.lock();
+        let (holds, since) = s.awake.entry(broker).or_insert((0, Instant::now()));
+        let was = *holds;
+        *holds = if frozen {
+            was + 1
+        } else {
+            was.saturating_sub(1)
+        };
+        if (was == 0) != (*holds == 0) {
+            *since = Instant::now();
+        }
     }
 
     /// `None` while frozen, else when it last woke up (if ever).
     fn awake_since(&self, broker: u32) -> Option<Option<Instant>> {
         match self.lock().awake.get(&broker) {
-            Some((true, _)) => None,
-            Some((false, at)) => Some(Some(*at)),
+            Some((holds, _)) if *holds > 0 => None,
+            Some((_, at)) => Some(Some(*at)),
             None => Some(None),
         }
     }
@@ -1571,10 +1654,22 @@ pub async fn observe(
     violations: Violations,
     stamp: impl Fn() -> String,
 ) {
-    observe_with_pauses(vfs, brokers, trace, violations, stamp, Frozen::default()).await
+    observe_with_pauses(
+        vfs,
+        brokers,
+        trace,
+        violations,
+        stamp,
+        Frozen::default(),
+        |_| Duration::ZERO,
+    )
+    .await
 }
 
-/// [`observe`], not counting the time a broker spends frozen by a fault.
+/// [`observe`], not counting the time a broker spends frozen by a fault,
+/// nor the injected stalls its volume calls sat through (`stalled`: a
+/// broker id's total so far; a start-up that meets four 8-second stalls is
+/// slow, not stuck).
 pub(crate) async fn observe_with_pauses(
     vfs: Arc<dyn Vfs>,
     brokers: u32,
@@ -1582,8 +1677,19 @@ pub(crate) async fn observe_with_pauses(
     violations: Violations,
     stamp: impl Fn() -> String,
     frozen: Frozen,
+    stalled: impl Fn(u32) -> Duration,
 ) {
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+    // Per broker id, the stall total at each look, to excuse a silence by
+    // the stalls since it began.
+    let mut stall_marks: BTreeMap<u32, Vec<(Instant, Duration)>> = BTreeMap::new();
+    let excused = |marks: &BTreeMap<u32, Vec<(Instant, Duration)>>, id: u32, since: Instant| {
+        let then = marks
+            .get(&id)
+            .and_then(|m| m.iter().rev().find(|(t, _)| *t <= since))
+            .map_or(Duration::ZERO, |(_, d)| *d);
+        stalled(id).saturating_sub(then)
+    };
     let started = Instant::now();
     let mut reported_absent = std::collections::BTreeSet::new();
     // Per broker id: each incarnation the observer saw replaced, with the
@@ -1603,6 +1709,7 @@ pub(crate) async fn observe_with_pauses(
             .await;
         let now = Instant::now();
         for id in 0..brokers {
+            stall_marks.entry(id).or_default().push((now, stalled(id)));
             let hb = match heartbeat::read(vfs.as_ref(), id).await {
                 Ok(hb) => hb,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -1611,7 +1718,8 @@ pub(crate) async fn observe_with_pauses(
                         continue;
                     };
                     let since = woke.map_or(started, |w| w.max(started));
-                    let late = now.duration_since(since) > silence_limit;
+                    let late = now.duration_since(since)
+                        > silence_limit + excused(&stall_marks, id, since);
                     if late && !seen.contains_key(&id) && reported_absent.insert(id) {
                         violations.push(Invariant::Liveness.says(format!(
                             "broker-{id} never published a heartbeat (at {})",
@@ -1644,7 +1752,8 @@ pub(crate) async fn observe_with_pauses(
                         continue; // frozen by a fault
                     };
                     let since = woke.map_or(s.changed_at, |w| w.max(s.changed_at));
-                    if now.duration_since(since) > silence_limit {
+                    if now.duration_since(since) > silence_limit + excused(&stall_marks, id, since)
+                    {
                         violations.push(Invariant::Liveness.says(format!(
                             "broker-{id} silent since sequence {} (at {})",
                             s.sequence,

@@ -372,6 +372,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("security-zombies", 5),
     ("twins", 4),
     ("full-volume", 4),
+    ("power-loss", 4),
 ];
 
 /// The profile of `seed`.
@@ -485,6 +486,21 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             };
             set(&["full", "crash", "nfs-restart"])
         }
+        "power-loss" => {
+            // Broker hosts lose power and stay down long enough for the
+            // others to take their partitions over, with nothing else
+            // moving leadership (no movers, no repairer: `Options::in_world`):
+            // failover time is judged (`failover-slow`). The model NFS
+            // hands out delegations to hosts that read without O_DIRECT,
+            // so a change that read shared files buffered would show here
+            // as a 90-second failover.
+            pace = Pace {
+                lasts_ms: (15_000, 40_000),
+                gap_ms: (5_000, 15_000),
+                pause_ms: None,
+            };
+            set(&["crash"])
+        }
         "twins" => {
             // Second processes started with a live, a paused or a
             // restarting broker's id (`twins`), among crashes and pauses:
@@ -581,6 +597,7 @@ fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             | "controller-zombies"
             | "security-zombies"
             | "full-volume"
+            | "power-loss"
     ) && rng.gen_bool(0.5)
     {
         points = PointRates {

@@ -25,6 +25,10 @@ pub const BUGS: &[&str] = &[
     "resurrected-partition",
     "zombie-append",
     "staging-sweep",
+    // Not a broker code path: the volume's files opened buffered (as
+    // `PosixVfs` did before it opened them with O_DIRECT on NFS); the
+    // simulator's model NFS then hands out delegations.
+    "delegation-stall",
 ];
 
 thread_local! {

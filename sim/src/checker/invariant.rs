@@ -75,6 +75,7 @@ invariants! {
     SpuriousFence = "spurious-fence": "A transactional id's only producer, bumping its own epoch (KIP-360) or claiming the one its timed-out transaction was aborted under (KIP-588), is never fenced.",
     NothingGivenUp = "nothing-given-up": "On a volume nothing damaged, `kaas fsck --repair --truncate-damaged` gives nothing up: damage it finds there is a tail still being written or a stale read taken for damage, and acknowledged records given up.",
     IdShared = "id-shared": "One process runs as a broker id at a time: once a newer process of an id published its heartbeat, an older one publishes again at most the heartbeat it was writing (two more sequences at most, for the ones the observer missed).",
+    FailoverSlow = "failover-slow": "Once a broker's host loses power, with no other fault in the way and no injected stall of the volume, every partition it led takes writes again within the session timeout + 5 s.",
 }
 
 impl Invariant {

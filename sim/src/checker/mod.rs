@@ -15,6 +15,7 @@ use crate::workload::{Event, Outcome, PARTITIONS};
 mod acls;
 mod compaction;
 mod epochs;
+pub mod failover;
 mod groups;
 mod invariant;
 mod last_acked;

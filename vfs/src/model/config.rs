@@ -24,6 +24,15 @@ pub struct NfsConfig {
     pub preserve_unlinked: bool,
     /// Record every operation (host, path, result) in the trace.
     pub trace: bool,
+    /// The server delegates files to hosts that read them without
+    /// O_DIRECT (Linux nfsd: on). See `delegations.rs`.
+    pub delegations: bool,
+    /// How long the server keeps a silent host's state, and so how long a
+    /// recall of a power-lost host's delegation waits (Linux: 90 s).
+    pub lease_ms: u64,
+    /// After a server restart, new opens, renames and removals wait this
+    /// long (Linux: the lease; 0 here unless a world asks for it).
+    pub grace_ms: u64,
     pub faults: Faults,
 }
 
@@ -36,6 +45,9 @@ impl Default for NfsConfig {
             acdirmax_ms: 60_000,
             preserve_unlinked: false,
             trace: false,
+            delegations: true,
+            lease_ms: 90_000,
+            grace_ms: 0,
             faults: Faults::default(),
         }
     }

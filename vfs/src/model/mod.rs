@@ -15,6 +15,7 @@
 //! anything.
 
 mod config;
+mod delegations;
 mod errno;
 mod host;
 mod server;
@@ -131,6 +132,25 @@ impl ModelNfs {
             .collect()
     }
 
+    /// Whether hosts open files with O_DIRECT (true, what kaas does on NFS)
+    /// and so ask for no delegation; false is the historical
+    /// `delegation-stall` (buffered opens, delegations a power-lost host
+    /// keeps for its lease).
+    pub fn set_direct_io(&self, direct: bool) {
+        self.lock().direct_io = direct;
+    }
+
+    /// The injected stall time host `id`'s calls have sat through so far
+    /// (a checker excuses a broker's silence by it).
+    pub fn stalled(&self, id: u32) -> std::time::Duration {
+        self.lock().stalled.get(&id).copied().unwrap_or_default()
+    }
+
+    /// How many delegations the server holds now.
+    pub fn delegations_held(&self) -> usize {
+        self.lock().delegations.count()
+    }
+
     /// The server restarts: data written but not committed is dropped.
     pub fn restart_server(&self) {
         self.lock().restart_server();
@@ -224,8 +244,21 @@ impl ModelHost {
         &self.nfs
     }
 
+    /// Waits until the server would take a call (see `delegations.rs`):
+    /// `dir` is the directory the call holds on this host, `changes` the
+    /// files it changes, `in_grace` whether a grace period refuses it.
+    async fn hold(&self, dir: Option<&str>, changes: &[&str], in_grace: bool) {
+        loop {
+            let until = self.nfs.lock().hold_until(self.id, dir, changes, in_grace);
+            match until {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => return,
+            }
+        }
+    }
+
     async fn delay(&self) {
-        let d = self.nfs.lock().latency();
+        let d = self.nfs.lock().latency(self.id);
         if !d.is_zero() {
             tokio::time::sleep(d).await;
         }
@@ -308,6 +341,15 @@ fn finish<T>(
 #[async_trait]
 impl Vfs for ModelHost {
     async fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
+        let p = path.to_str().unwrap_or_default();
+        let creates = opts.create != crate::Create::Never;
+        let changes: &[&str] = if opts.write || opts.truncate {
+            &[p]
+        } else {
+            &[]
+        };
+        self.hold(creates.then(|| delegations::parent(p)), changes, true)
+            .await;
         let fh = self.op("open", path, |w, h, p| w.open(h, p, opts)).await?;
         let incarnation = self.nfs.lock().host(self.id).incarnation;
         Ok(Box::new(ModelFile {
@@ -327,6 +369,9 @@ impl Vfs for ModelHost {
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         path::check(to)?;
         let to_str = to.to_str().unwrap_or_default().to_owned();
+        let from_p = from.to_str().unwrap_or_default();
+        self.hold(Some(delegations::parent(from_p)), &[from_p, &to_str], true)
+            .await;
         let plan = self
             .op("rename-begin", from, |w, h, p| {
                 w.rename_begin(h, p, &to_str)
@@ -351,18 +396,26 @@ impl Vfs for ModelHost {
     }
 
     async fn unlink(&self, path: &Path) -> io::Result<()> {
+        let p = path.to_str().unwrap_or_default();
+        self.hold(Some(delegations::parent(p)), &[p], true).await;
         self.op("unlink", path, |w, h, p| w.unlink(h, p)).await
     }
 
     async fn mkdir(&self, path: &Path) -> io::Result<()> {
+        let p = path.to_str().unwrap_or_default();
+        self.hold(Some(delegations::parent(p)), &[], false).await;
         self.op("mkdir", path, |w, h, p| w.mkdir(h, p)).await
     }
 
     async fn rmdir(&self, path: &Path) -> io::Result<()> {
+        let p = path.to_str().unwrap_or_default();
+        self.hold(Some(delegations::parent(p)), &[], false).await;
         self.op("rmdir", path, |w, h, p| w.rmdir(h, p)).await
     }
 
     async fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let p = path.to_str().unwrap_or_default();
+        self.hold(Some(p.trim_end_matches('/')), &[], false).await;
         self.op("read_dir", path, |w, h, p| w.read_dir(h, p)).await
     }
 

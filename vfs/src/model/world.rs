@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use super::config::NfsConfig;
+use super::delegations::Delegations;
 use super::errno::Errno;
 use super::host::{AttrEntry, CachedFile, Host, PageBuf};
 use super::server::{Attr, Fh, PAGE, ROOT, Server, Wcc};
@@ -32,6 +33,12 @@ pub(crate) struct World {
     /// Hosts whose next call fails with EIO, unapplied
     /// ([`super::ModelNfs::fail_next_call`]).
     pub failing: std::collections::BTreeSet<u32>,
+    pub delegations: Delegations,
+    /// Per host: the injected stall time its calls sat through.
+    pub stalled: BTreeMap<u32, Duration>,
+    /// Hosts open files with O_DIRECT, and so ask for no delegation (what
+    /// kaas does on NFS; `ModelNfs::set_direct_io`).
+    pub direct_io: bool,
 }
 
 /// What a fault does to one server call.
@@ -92,6 +99,9 @@ impl World {
             epoch: Instant::now(),
             watches: Vec::new(),
             failing: Default::default(),
+            delegations: Delegations::default(),
+            stalled: BTreeMap::new(),
+            direct_io: true,
         }
     }
 
@@ -105,8 +115,8 @@ impl World {
 
     // ---- faults -------------------------------------------------------
 
-    /// The delay before one operation reaches the server.
-    pub fn latency(&mut self) -> Duration {
+    /// The delay before one of host `h`'s operations reaches the server.
+    pub fn latency(&mut self, h: u32) -> Duration {
         let f = &self.config.faults;
         let (min, max, stall_p, stall) = (
             f.latency_min_us,
@@ -121,6 +131,7 @@ impl World {
         if self.chance(stall_p) {
             self.stats.stalls += 1;
             d += Duration::from_millis(stall);
+            *self.stalled.entry(h).or_default() += Duration::from_millis(stall);
         }
         d
     }
@@ -388,6 +399,15 @@ impl World {
         }
         cf.opens += 1;
         self.server.open_state(fh.id, 1);
+        let buffered_read = !opts.write && !opts.truncate && opts.create == Create::Never;
+        if buffered_read
+            && !self.direct_io
+            && self.config.delegations
+            && !self.delegations.in_grace(Instant::now())
+        {
+            let inc = self.host(h).incarnation;
+            self.delegations.grant(fh.id, (h, inc));
+        }
         Ok(fh)
     }
 
@@ -838,6 +858,8 @@ impl World {
             return;
         };
         self.stats.crashes += 1;
+        self.delegations
+            .lost_power((h, host.incarnation), Instant::now());
         let landed = self.config.faults.crash_landed_probability;
         for (&id, cf) in &host.files {
             if let Some(fh) = cf.fh {
@@ -858,6 +880,41 @@ impl World {
     pub fn restart_server(&mut self) {
         self.stats.server_restarts += 1;
         self.server.restart();
+        let grace = Duration::from_millis(self.config.grace_ms);
+        self.delegations
+            .server_restarted((!grace.is_zero()).then(|| Instant::now() + grace));
+    }
+
+    /// Until when a call of host `h` must wait before it reaches the
+    /// server: behind a recall its host is in (the directory held),
+    /// on a recall of its own, or for the grace period after a restart.
+    /// `changes` are the files the call changes (open for writing,
+    /// rename, removal); a recall that waits holds `dir` on this host.
+    pub fn hold_until(
+        &mut self,
+        h: u32,
+        dir: Option<&str>,
+        changes: &[&str],
+        in_grace: bool,
+    ) -> Option<Instant> {
+        let now = Instant::now();
+        if let Some(t) = dir.and_then(|d| self.delegations.dir_locked_until(h, d, now)) {
+            return Some(t);
+        }
+        if in_grace && self.delegations.in_grace(now) {
+            return self.delegations.grace_until;
+        }
+        let lease = Duration::from_millis(self.config.lease_ms);
+        let mut wait = None;
+        for path in changes {
+            if let Some(fh) = super::delegations::server_file(&self.server, path) {
+                wait = wait.max(self.delegations.recall(fh.id, h, now, lease));
+            }
+        }
+        if let (Some(t), Some(d)) = (wait, dir) {
+            self.delegations.lock_dir(h, d, t);
+        }
+        wait
     }
 }
 
