@@ -47,7 +47,16 @@ async fn send(
     c: &Coordinators,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
-    c.consumer_group_heartbeat(req, 1, "client", &topics(), Instant::now())
+    send_with(c, req, &topics()).await
+}
+
+/// [`send`] with the topics the coordinator sees.
+async fn send_with(
+    c: &Coordinators,
+    req: ConsumerGroupHeartbeatRequest,
+    topics: &Topics,
+) -> ConsumerGroupHeartbeatResponse {
+    c.consumer_group_heartbeat(req, 1, "client", topics, Instant::now())
         .await
 }
 
@@ -246,32 +255,24 @@ async fn a_previous_epochs_heartbeat_does_not_acknowledge_a_revocation() {
     c.sync(&assignment(1, 1)).await;
     let small = topics();
     let grown: Topics = [("t".to_owned(), (TOPIC_ID.to_string(), 8))].into();
-    let at = |req, topics: &Topics| {
-        let topics = topics.clone();
-        let c = &c;
-        async move {
-            c.consumer_group_heartbeat(req, 1, "client", &topics, Instant::now())
-                .await
-        }
-    };
-    let a1 = at(beat("a", 0, Some(&[])), &small).await;
+    let a1 = send_with(&c, beat("a", 0, Some(&[])), &small).await;
     let four: Vec<i32> = assigned(&a1).unwrap().into_iter().collect();
     assert_eq!(four.len(), 4);
     // The topic grows: a is given four more, a new epoch with no revocation.
-    let a2 = at(beat("a", a1.member_epoch, Some(&four)), &grown).await;
+    let a2 = send_with(&c, beat("a", a1.member_epoch, Some(&four)), &grown).await;
     assert!(a2.member_epoch > a1.member_epoch);
     let eight: Vec<i32> = assigned(&a2).unwrap().into_iter().collect();
     assert_eq!(eight.len(), 8);
-    let b = at(beat("b", 0, Some(&[])), &grown).await;
+    let b = send_with(&c, beat("b", 0, Some(&[])), &grown).await;
     assert_eq!(b.error_code, 0);
-    let revoke = at(beat("a", a2.member_epoch, Some(&eight)), &grown).await;
+    let revoke = send_with(&c, beat("a", a2.member_epoch, Some(&eight)), &grown).await;
     let kept = assigned(&revoke).unwrap();
     assert_eq!(kept.len(), 4, "a is asked to give four up");
 
     // The previous epoch's heartbeat, owning nothing yet, arrives late.
-    let stale = at(beat("a", a1.member_epoch, Some(&[])), &grown).await;
+    let stale = send_with(&c, beat("a", a1.member_epoch, Some(&[])), &grown).await;
     assert_eq!(stale.error_code, 0, "a lost answer is forgiven");
-    let b2 = at(beat("b", b.member_epoch, Some(&[])), &grown).await;
+    let b2 = send_with(&c, beat("b", b.member_epoch, Some(&[])), &grown).await;
     assert!(
         assigned(&b2).is_none_or(|p| p.is_empty()),
         "a has not let go of anything: {:?}",
@@ -279,9 +280,9 @@ async fn a_previous_epochs_heartbeat_does_not_acknowledge_a_revocation() {
     );
     // Its own epoch's heartbeat listing what it kept is the acknowledgement.
     let kept: Vec<i32> = kept.into_iter().collect();
-    let a3 = at(beat("a", revoke.member_epoch, Some(&kept)), &grown).await;
+    let a3 = send_with(&c, beat("a", revoke.member_epoch, Some(&kept)), &grown).await;
     assert_eq!(a3.error_code, 0);
-    let b3 = at(beat("b", b.member_epoch, Some(&[])), &grown).await;
+    let b3 = send_with(&c, beat("b", b.member_epoch, Some(&[])), &grown).await;
     let b_owns = assigned(&b3).unwrap();
     assert_eq!(b_owns.len(), 4);
     assert!(b_owns.iter().all(|p| !kept.contains(p)));

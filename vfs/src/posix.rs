@@ -118,11 +118,15 @@ where
         .map_err(|e| io::Error::other(format!("blocking filesystem task failed: {e}")))?
 }
 
-fn check_writable(root: &Path) -> io::Result<()> {
+/// `root` as the C string the libc calls below take.
+fn c_path(root: &Path) -> io::Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL")
-    })?;
+    std::ffi::CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL"))
+}
+
+fn check_writable(root: &Path) -> io::Result<()> {
+    let c_path = c_path(root)?;
     // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) };
     if rc != 0 {
@@ -137,11 +141,8 @@ fn check_writable(root: &Path) -> io::Result<()> {
 
 /// Whether `root` is on an NFS mount (of any version), by statfs's type.
 fn on_nfs(root: &Path) -> io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt;
     const NFS_SUPER_MAGIC: i64 = 0x6969;
-    let c_path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL")
-    })?;
+    let c_path = c_path(root)?;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: `c_path` is NUL-terminated and outlives the call; `st` is
     // written by statfs before it is read, and only when it returns 0.
@@ -160,10 +161,7 @@ fn on_nfs(root: &Path) -> io::Result<bool> {
 }
 
 fn statvfs(root: &Path) -> io::Result<crate::Space> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, "data directory path has a NUL")
-    })?;
+    let c_path = c_path(root)?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: `c_path` is NUL-terminated and outlives the call; `st` is
     // written by statvfs before it is read, and only when it returns 0.
