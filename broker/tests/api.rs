@@ -124,11 +124,23 @@ impl Broker {
     }
 
     async fn call(&self, api: ApiKey, version: i16, request: RequestKind) -> ResponseKind {
+        self.call_in(&mut Session::plaintext("127.0.0.1"), api, version, request)
+            .await
+    }
+
+    /// A request on the connection whose state is `session`.
+    async fn call_in(
+        &self,
+        session: &mut Session,
+        api: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> ResponseKind {
         let header = RequestHeader::default()
             .with_request_api_key(api as i16)
             .with_request_api_version(version);
         self.api
-            .handle(&mut Session::plaintext("127.0.0.1"), &header, request)
+            .handle(session, &header, request)
             .await
             .unwrap()
             .expect("a response")
@@ -140,6 +152,12 @@ impl Broker {
 
     /// The error code of a produce of `records` to partition 0.
     async fn try_produce(&self, records: Bytes) -> i16 {
+        self.try_produce_in(&mut Session::plaintext("127.0.0.1"), records)
+            .await
+    }
+
+    /// [`Self::try_produce`] on the connection whose state is `session`.
+    async fn try_produce_in(&self, session: &mut Session, records: Bytes) -> i16 {
         let request = ProduceRequest::default()
             .with_acks(-1)
             .with_topic_data(vec![
@@ -152,7 +170,7 @@ impl Broker {
                     ]),
             ]);
         let ResponseKind::Produce(r) = self
-            .call(ApiKey::Produce, 9, RequestKind::Produce(request))
+            .call_in(session, ApiKey::Produce, 9, RequestKind::Produce(request))
             .await
         else {
             panic!("not a produce response");
@@ -455,6 +473,34 @@ async fn produce_does_not_write_a_deleted_topic_through_its_remembered_name() {
     b.publish.send_replace(Some(a));
     assert_eq!(b.try_produce(batch()).await, 0);
     assert_eq!(b.leaders.get(&again.id, 0).unwrap().high_watermark(), 1);
+}
+
+/// A takeover that ends between two pipelined batches of a producer: the
+/// first was refused (not the leader yet), so the second is refused too,
+/// not answered OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka would take that
+/// for lost records, start a new epoch and write the records twice); the
+/// first sent again and then the second are taken in order.
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_batch_pipelined_behind_a_refused_one_is_refused_too() {
+    const NOT_LEADER: i16 = 6;
+    let b = Broker::start(1).await;
+    let seq = |n: i32| batch::build((42, 0, n), 1_000, &[b"v".as_slice()]);
+    let mut connection = Session::plaintext("127.0.0.1");
+    assert_eq!(b.try_produce_in(&mut connection, seq(0)).await, 0);
+    b.assign(1, 2).await; // another broker leads for a while
+    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, NOT_LEADER);
+    b.lead(3).await; // this broker's takeover is done
+    assert_eq!(b.try_produce_in(&mut connection, seq(2)).await, NOT_LEADER);
+    assert_eq!(b.try_produce_in(&mut connection, seq(3)).await, NOT_LEADER);
+    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, 0);
+    assert_eq!(b.try_produce_in(&mut connection, seq(2)).await, 0);
+    assert_eq!(b.try_produce_in(&mut connection, seq(3)).await, 0);
+    let log = b.leaders.get(&b.meta.id, 0).unwrap();
+    assert_eq!(log.high_watermark(), 4, "each batch once, in order");
+    // Another connection never saw the refusal: a gap there is a gap.
+    let mut other = Session::plaintext("127.0.0.1");
+    assert_eq!(b.try_produce_in(&mut other, seq(9)).await, 45);
 }
 
 impl Broker {

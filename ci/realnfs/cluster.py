@@ -63,6 +63,10 @@ class Host:
                   f"kaas.name={self.name} kaas.dir={c.root} ")
         if self.role == "server":
             append += f"kaas.mkfs={int(self.boots == 0)} "
+            if c.lease is not None:
+                append += f"kaas.lease={c.lease} "
+            if c.grace is not None:
+                append += f"kaas.grace={c.grace} "
         else:
             # Each client its own NFSv4 identity, or the server takes the
             # clients for one.
@@ -135,8 +139,10 @@ class Cluster:
     """`Cluster(root, clients=3)`; `up()`, then the hosts and brokers;
     `down()` leaves no guest behind."""
 
-    def __init__(self, root, clients=3, export_mib=2048):
+    def __init__(self, root, clients=3, export_mib=2048, lease=None, grace=None):
         self.root = os.path.abspath(root)
+        # nfsd's lease and grace time in seconds; None keeps its defaults.
+        self.lease, self.grace = lease, grace
         self.work = os.path.join(self.root, "target", "realnfs")
         self.logs = os.path.join(self.work, "logs")
         self.kernel = kernel()
@@ -186,6 +192,16 @@ class Cluster:
             self.wait_broker(c)
         return time.monotonic() - began
 
+    def boot(self, host):
+        """Powers a host on again (after power_off) and waits for its
+        agent; a client also mounts the export and starts its broker."""
+        host.launch()
+        host.wait_agent(time.monotonic() + BOOT_DEADLINE)
+        if host.role == "client":
+            self.mount(host)
+            self.start_broker(host)
+            self.wait_broker(host)
+
     def mount(self, client, deadline_s=120):
         deadline = time.monotonic() + deadline_s
         while True:
@@ -207,6 +223,9 @@ class Cluster:
     def kill_broker(self, client):
         """kill -9 of the broker process (its host lives on)."""
         client.sh("pkill -9 -x kaas; true")
+
+    def broker_running(self, client):
+        return client.proc is not None and client.sh("pgrep -x kaas", timeout=20)[0] == 0
 
     def wait_broker(self, client, deadline_s=120):
         deadline = time.monotonic() + deadline_s
@@ -261,3 +280,20 @@ def mount_line(client):
     kernel applied them)."""
     out = client.must("grep ' /mnt/kaas ' /proc/mounts")
     return re.sub(r"\s+", " ", out.strip())
+
+
+def check_setup(cluster):
+    """Each client mounted the export as deploy/README.md says, each
+    broker saw NFS, and the server delegated no file to any broker host
+    (files opened with O_DIRECT ask for none; a delegation held by a host
+    that loses power stalls the others' renames for the server's lease)."""
+    for c in cluster.clients:
+        line = mount_line(c)
+        assert "vers=4.1" in line and "lookupcache=pos" in line, line
+        log = cluster.broker_log(c)
+        assert "data directory on NFS" in log, f"broker {c.broker_id} saw no NFS mount:\n{log}"
+    held = cluster.delegations()
+    assert set(held) == {c.name for c in cluster.clients}, held
+    assert not any(held.values()), f"the server delegated files to brokers: {held}"
+    print(f"realnfs: mount {mount_line(cluster.clients[0])}; delegations held: {held}",
+          flush=True)

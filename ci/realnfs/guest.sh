@@ -32,20 +32,31 @@ case "$role" in
 server)
     modprobe ext4
     modprobe nfsd
+    # The disk holds the export and nfsd's client records, so that a
+    # restarted server knows whom to let reclaim in its grace period; no
+    # blocks reserved for root, so that a full disk is full for the
+    # brokers too.
     if [ "$(arg mkfs)" = 1 ]; then
-        mkfs.ext4 -q -F /dev/vda
+        mkfs.ext4 -q -F -m 0 /dev/vda
     fi
-    mkdir -p /export
-    mount /dev/vda /export
-    chmod 1777 /export
-    echo "/export ${ip%.*}.0/24(rw,sync,no_subtree_check,no_root_squash,fsid=0)" >/etc/exports
+    mkdir -p /srv
+    mount /dev/vda /srv
+    mkdir -p /srv/export /srv/nfs-state/v4recovery /var/lib/nfs
+    chmod 1777 /srv/export
+    mount --bind /srv/nfs-state /var/lib/nfs
+    echo "/srv/export ${ip%.*}.0/24(rw,sync,no_subtree_check,no_root_squash,fsid=0)" >/etc/exports
     mount -t nfsd nfsd /proc/fs/nfsd
-    mkdir -p /run/rpcbind /var/lib/nfs/v4recovery
+    # kaas.lease and kaas.grace (seconds) stand in for an operator's
+    # settings; without them nfsd keeps its defaults (90 s each).
+    lease=$(arg lease) grace=$(arg grace)
+    [ -n "$lease" ] && echo "$lease" >/proc/fs/nfsd/nfsv4leasetime
+    [ -n "$grace" ] && echo "$grace" >/proc/fs/nfsd/nfsv4gracetime
+    mkdir -p /run/rpcbind
     rpcbind -w
     exportfs -ra
     rpc.mountd -N 2 -N 3
     rpc.nfsd -N 3 -V 4.1 -V 4.2 4
-    echo "$(date -u +%T) nfsd serving /export (lease $(cat /proc/fs/nfsd/nfsv4leasetime) s)"
+    echo "$(date -u +%T) nfsd serving /srv/export (lease $(cat /proc/fs/nfsd/nfsv4leasetime) s, grace $(cat /proc/fs/nfsd/nfsv4gracetime) s)"
     ;;
 client)
     modprobe nfsv4

@@ -12,6 +12,8 @@ command -v rpc.nfsd >/dev/null || need+=(nfs-kernel-server)
 command -v mount.nfs4 >/dev/null || need+=(nfs-common)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v cpio >/dev/null || need+=(cpio)
+# The campaign cuts a host off from the server or the other brokers.
+command -v iptables >/dev/null || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then
     echo "realnfs: installing ${need[*]}" >&2
     apt-get update -qq

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cluster import Cluster, mount_line  # noqa: E402
+from cluster import Cluster, check_setup  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOPIC = "smoke"
@@ -78,12 +78,7 @@ def main():
     try:
         booted = cluster.up()
         print(f"realnfs: {len(cluster.hosts)} hosts up, brokers listening, in {booted:.0f} s")
-        for c in cluster.clients:
-            line = mount_line(c)
-            assert "vers=4.1" in line and "lookupcache=pos" in line, line
-            log = cluster.broker_log(c)
-            assert "data directory on NFS" in log, f"broker {c.broker_id} saw no NFS mount:\n{log}"
-        print(f"realnfs: mount {mount_line(cluster.clients[0])}")
+        check_setup(cluster)
 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(EVENTUALLY)
@@ -95,13 +90,6 @@ def main():
         for value, key in acked.items():
             assert seen.get(key) == value, f"{value} acknowledged at {key}, read {seen.get(key)}"
         print(f"realnfs: 2000 records acknowledged in {took:.1f} s and read back at their offsets")
-        # Files opened with O_DIRECT ask for no delegation; one held by a
-        # host that loses power would stall the others for the lease.
-        held = cluster.delegations()
-        assert set(held) == {c.name for c in cluster.clients}, held
-        assert not any(held.values()), f"the server delegated files to brokers: {held}"
-        print(f"realnfs: delegations the server holds for the broker hosts: {held}")
-
         by = leaders(admin)
         busiest = max(set(by.values()), key=lambda b: sum(1 for x in by.values() if x == b))
         victim = next(c for c in cluster.clients if c.broker_id == busiest)

@@ -68,6 +68,7 @@ pub use new_leaders::LEADERS_WAIT;
 mod null_messages;
 mod partitions;
 mod produce;
+pub mod produce_order;
 mod producer_id;
 mod quotas;
 mod reassignments;
@@ -481,7 +482,9 @@ impl Handler for Api {
         let request = match request {
             RequestKind::Produce(r) => {
                 let throttle = self.charge_produce(session, header, &r);
-                let produced = self.produce(r, header.request_api_version).await;
+                let produced = self
+                    .produce(&mut session.produce_order, r, header.request_api_version)
+                    .await;
                 return Ok(Answer::Later(Box::pin(async move {
                     Ok(finish(produced.await.map(|r| {
                         ResponseKind::Produce(r.with_throttle_time_ms(throttle))
@@ -523,7 +526,11 @@ impl Api {
             RequestKind::Metadata(r) => {
                 ResponseKind::Metadata(self.metadata(r, v, &session.listener).await)
             }
-            RequestKind::Produce(r) => match self.produce(r, v).await.await {
+            RequestKind::Produce(r) => match self
+                .produce(&mut produce_order::ProduceOrder::default(), r, v)
+                .await
+                .await
+            {
                 Some(resp) => ResponseKind::Produce(resp),
                 None => return Ok(None),
             },

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::log::{LogError, PartitionLog, batch};
 
+use super::produce_order::ProduceOrder;
 use super::{Api, code, name_of};
 
 /// A partition's answer being worked out.
@@ -28,6 +29,7 @@ impl Api {
     /// `None` for acks=0.
     pub(super) async fn produce(
         &self,
+        order: &mut ProduceOrder,
         req: ProduceRequest,
         version: i16,
     ) -> impl Future<Output = Option<ProduceResponse>> + Send + 'static {
@@ -47,6 +49,7 @@ impl Api {
                 } else {
                     self.produce_log(&name, p.index).await
                 };
+                let led = in_order(order, &name, t.topic_id, version, p.index, &records, led);
                 let r = match led {
                     Err(c) => Err(r.with_error_code(c)),
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
@@ -225,4 +228,40 @@ fn refused(
 /// Whether any batch of a record set is a control batch.
 fn has_control(records: &[u8]) -> bool {
     batch::split(records).is_ok_and(|hs| hs.iter().any(|h| h.control.is_some()))
+}
+
+/// Refuses a batch pipelined behind one this connection refused before
+/// its log took it, and remembers such refusals (see [`ProduceOrder`]).
+fn in_order<T>(
+    order: &mut ProduceOrder,
+    name: &str,
+    id: Uuid,
+    version: i16,
+    partition: i32,
+    records: &Bytes,
+    led: Result<T, i16>,
+) -> Result<T, i16> {
+    let id_string;
+    let topic = if version >= 13 {
+        id_string = id.hyphenated().to_string();
+        id_string.as_str()
+    } else {
+        name
+    };
+    if led.is_ok() && !order.watches(topic, partition) {
+        return led;
+    }
+    let Ok(first) = batch::parse(records) else {
+        return led;
+    };
+    match led {
+        Ok(_) if order.behind_a_refusal(topic, partition, &first) => {
+            Err(code(ResponseError::NotLeaderOrFollower))
+        }
+        Err(c) => {
+            order.refused(topic, partition, &first);
+            Err(c)
+        }
+        ok => ok,
+    }
 }

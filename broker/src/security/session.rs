@@ -44,6 +44,9 @@ pub struct Session {
     /// A quota throttled this client: its next request is not read before
     /// then (KIP-219), whatever the client does with `throttle_time_ms`.
     pub muted_until: Option<Instant>,
+    /// Idempotent batches refused before their log took them, so that
+    /// the ones pipelined behind them are refused too.
+    pub produce_order: crate::api::produce_order::ProduceOrder,
 }
 
 /// Who a request comes from, as the authorizer sees it.
@@ -88,6 +91,7 @@ impl Session {
             close_after_response: None,
             raw_tokens: false,
             muted_until: None,
+            produce_order: Default::default(),
         }
     }
 

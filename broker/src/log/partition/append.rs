@@ -287,6 +287,7 @@ impl PartitionLog {
             let mut trial = taken.clone();
             let mut verdict = Sequence::Next;
             let mut offset = next;
+            let mut refused = None;
             for h in &p.headers {
                 if h.producer_id >= 0 && !trial.producers.contains_key(&h.producer_id) {
                     if let Some(e) = w.producers.producers.get(&h.producer_id) {
@@ -295,6 +296,7 @@ impl PartitionLog {
                 }
                 verdict = trial.check(h, verified.get(&h.producer_id).copied());
                 if verdict != Sequence::Next {
+                    refused = Some(*h);
                     break;
                 }
                 let mut stored = *h;
@@ -328,6 +330,23 @@ impl PartitionLog {
                     let _ = p.reply.send(Err(Refusal::ZombieCoordinator));
                 }
                 Sequence::Duplicate { .. } | Sequence::OutOfOrder => {
+                    // A client answered OUT_OF_ORDER_SEQUENCE_NUMBER starts
+                    // a new producer epoch and may send records again:
+                    // worth a line, as in Kafka's broker log.
+                    if let Some(h) = refused {
+                        let known = trial.producers.get(&h.producer_id);
+                        tracing::warn!(
+                            partition = %self.dir.display(),
+                            producer_id = h.producer_id,
+                            producer_epoch = h.producer_epoch,
+                            base_sequence = h.base_sequence,
+                            last_offset_delta = h.last_offset_delta,
+                            batches_in_request = p.headers.len(),
+                            known_epoch = known.map(|e| e.epoch),
+                            known_batches = ?known.map(|e| &e.recent),
+                            "out of order sequence refused"
+                        );
+                    }
                     let _ = p.reply.send(Err(Refusal::OutOfOrder));
                 }
             }

@@ -1,0 +1,246 @@
+"""The real-NFS fault campaign: three broker hosts and an nfsd host
+(cluster.py), five workloads running throughout (workloads.py), and a
+seeded schedule of faults (faults.py), one per round. After each round
+the checks hold the brokers to what they acknowledged; the round's time
+to failover (every partition of the idempotent topic acknowledging a
+record sent after the fault) and to the first such acknowledgement are
+measured. At the end, `kaas fsck` of the export and one table by fault
+kind. A failing round stops the campaign and prints how to replay it.
+
+    bash ci/realnfs/run campaign [--seed S] [--rounds N] [--kinds K,..]
+                                 [--round I] [--lease S] [--grace S]
+                                 [--max-secs S] [--judge-failover]
+
+`--rounds N` is N rounds of every kind (the schedule shuffles them);
+`--round I` replays round I of the schedule alone on a fresh cluster;
+`--lease`/`--grace` set nfsd's (defaults: nfsd's own, 90 s each);
+`--max-secs` caps how long a cut, a full export or a stopped server
+lasts (CI's short campaign);
+`--judge-failover` fails a kill -9 or power loss whose failover took
+longer than the broker session timeout + 5 s (the promise of the README;
+judged only where the campaign has the machine to itself)."""
+
+import argparse
+import faulthandler
+import json
+import os
+import random
+import signal
+import statistics
+import sys
+import time
+
+from confluent_kafka.admin import AdminClient
+
+sys.path.insert(0, os.path.dirname(__file__))
+import faults  # noqa: E402
+import workloads as w  # noqa: E402
+from cluster import Cluster, check_setup  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SESSION_TIMEOUT = 10  # the brokers' default --session-timeout-secs
+FAILOVER_BOUND = SESSION_TIMEOUT + 5
+JUDGED = ("kill-9", "power-loss")
+
+
+def schedule(seed, rounds, kinds, max_secs=None):
+    """The rounds' faults, drawn from `seed`; `max_secs` caps how long a
+    fault lasts without changing what else is drawn."""
+    rng = random.Random(seed)
+    order = [k for k in kinds for _ in range(rounds)]
+    rng.shuffle(order)
+    plan = [faults.plan(k, rng, 3) for k in order]
+    for p in plan:
+        if max_secs is not None and "secs" in p:
+            p["secs"] = min(p["secs"], max_secs)
+    return plan
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def settled(admin, deadline_s=w.EVENTUALLY):
+    """Waits until three brokers are listed and lead every partition of
+    the idempotent topic; False if they never did."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=20)
+            parts = md.topics[w.IDEM].partitions
+            if len(md.brokers) == 3 and all(p.leader in md.brokers for p in parts.values()):
+                return True
+        except Exception:  # noqa: BLE001 - metadata while brokers move
+            pass
+        time.sleep(1)
+    return False
+
+
+def recovered(idem, t0, deadline_s):
+    """{partition: seconds from t0 to its first acknowledgement of a
+    record sent after t0}, once every partition has one (or the deadline
+    passed)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        first = idem.first_acks_after(t0)
+        if len(first) == w.IDEM_PARTITIONS or time.monotonic() > deadline:
+            return {p: at - t0 for p, at in first.items()}
+        time.sleep(0.2)
+
+
+def run_round(i, p, cluster, admin, work):
+    fault = faults.Fault(cluster, p)
+    if not settled(admin):
+        return {"problems": ["the cluster never had three brokers leading every partition "
+                             "before the round"]}
+    time.sleep(3)
+    log(f"round {i}: {faults.describe(p)}")
+    t0 = time.monotonic()
+    fault.inject()
+    fault.heal()
+    healed = time.monotonic() - t0
+    first = recovered(work["idem"], t0, w.EVENTUALLY + healed)
+    row = {"healed": healed}
+    problems = []
+    if len(first) < w.IDEM_PARTITIONS:
+        problems.append(f"only partitions {sorted(first)} acknowledged a record sent after "
+                        f"the fault within {w.EVENTUALLY} s")
+    else:
+        row["failover"] = max(first.values())
+        row["first_ack"] = min(first.values())
+    fault.restore()
+    if not settled(admin):
+        problems.append("three brokers never led every partition again after the round")
+    for name, worker in work.items():
+        began = time.monotonic()
+        result = worker.check()
+        problems += result.pop("problems")
+        row[name] = result
+        if time.monotonic() - began > 30:
+            log(f"round {i}: the {name} check took {time.monotonic() - began:.0f} s; "
+                f"its client's last errors: {worker.errors[-3:]}")
+    row["problems"] = problems
+    log(f"round {i}: failover {fmt(row.get('failover'))} s, first ack {fmt(row.get('first_ack'))} s"
+        f", {row['idem']['acked']} acknowledged, {row['idem']['lost']} lost, "
+        f"{row['idem']['duplicated']} duplicated" + ("" if not problems else
+                                                    f"; PROBLEMS: {problems[:5]}"))
+    return row
+
+
+def fmt(x):
+    return "-" if x is None else f"{x:.1f}"
+
+
+def table(rows):
+    lines = ["| fault | rounds | acknowledged | lost | duplicated | failover p50 / max (s) "
+             "| first ack p50 / max (s) |", "|---|---|---|---|---|---|---|"]
+    for kind in faults.KINDS:
+        mine = [r for r in rows if r["kind"] == kind]
+        if not mine:
+            continue
+        acked = sum(r["acked_in_round"] for r in mine)
+        lost = sum(r["idem"]["lost"] + r["txn"]["lost"] + r["churn"]["lost"]
+                   + r["compact"]["lost"] for r in mine)
+        dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"] for r in mine)
+        fo = [r["failover"] for r in mine if "failover" in r]
+        fa = [r["first_ack"] for r in mine if "first_ack" in r]
+        lines.append(f"| {kind} | {len(mine)} | {acked} | {lost} | {dup} | "
+                     f"{spread(fo)} | {spread(fa)} |")
+    return "\n".join(lines)
+
+
+def spread(xs):
+    return "-" if not xs else f"{statistics.median(xs):.1f} / {max(xs):.1f}"
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--rounds", type=int, default=1)
+    a.add_argument("--kinds", default=",".join(faults.KINDS))
+    a.add_argument("--round", type=int)
+    a.add_argument("--lease", type=int)
+    a.add_argument("--grace", type=int)
+    a.add_argument("--max-secs", type=int)
+    a.add_argument("--judge-failover", action="store_true")
+    args = a.parse_args()
+    # `kill -USR1` shows where every thread waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    kinds = args.kinds.split(",")
+    unknown = set(kinds) - set(faults.KINDS)
+    if unknown:
+        sys.exit(f"unknown fault kinds {sorted(unknown)}; the kinds: {', '.join(faults.KINDS)}")
+    plan = list(enumerate(schedule(args.seed, args.rounds, kinds, args.max_secs)))
+    if args.round is not None:
+        plan = [plan[args.round]]
+    cluster = Cluster(ROOT, lease=args.lease, grace=args.grace)
+    rows, failed = [], None
+    began = time.monotonic()
+    try:
+        booted = cluster.up()
+        log(f"{len(cluster.hosts)} hosts up in {booted:.0f} s; seed {args.seed}, "
+            f"{len(plan)} rounds; lease {args.lease or 'default'}, grace {args.grace or 'default'}")
+        check_setup(cluster)
+        bootstrap = cluster.bootstrap()
+        w.create_topics(bootstrap)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        work = {"idem": w.Idempotent(bootstrap), "txn": w.Transactional(bootstrap, args.seed),
+                "group": w.Group(bootstrap), "churn": w.Churn(bootstrap),
+                "compact": w.Compacted(bootstrap)}
+        for worker in work.values():
+            worker.start()
+        acked = 0
+        for i, p in plan:
+            row = run_round(i, p, cluster, admin, work)
+            row.update(p)
+            row["round"] = i
+            if "idem" in row:
+                row["acked_in_round"] = row["idem"]["acked"] - acked
+                acked = row["idem"]["acked"]
+            rows.append(row)
+            slow = (p["kind"] in JUDGED and row.get("failover", 0) > FAILOVER_BOUND)
+            if slow:
+                log(f"round {i}: failover {row['failover']:.1f} s is past the session timeout "
+                    f"+ 5 s ({FAILOVER_BOUND} s)")
+            if row["problems"] or (slow and args.judge_failover):
+                failed = i
+                break
+        log("stopping the workloads for the last checks")
+        for worker in work.values():
+            worker.stop()
+        final = []
+        for name, worker in work.items():
+            result = worker.check(final=True) if name == "txn" else worker.check()
+            final += result["problems"]
+            log(f"final {name}: {json.dumps({k: v for k, v in result.items() if k != 'problems'})}")
+        rc, report = cluster.fsck()
+        if rc != 0:
+            final.append(f"kaas fsck exited {rc}: {report.strip()[-2000:]}")
+        else:
+            log(f"fsck: {report.strip().splitlines()[-1]}")
+        errors = {n: len(wk.errors) for n, wk in work.items()}
+        log(f"client errors seen on the way (retried): {errors}")
+    finally:
+        cluster.down()
+    with open(os.path.join(cluster.work, "campaign.json"), "w") as f:
+        json.dump({"seed": args.seed, "rounds": rows}, f, indent=1)
+    complete = [r for r in rows if "idem" in r]
+    print(f"\nreal-NFS campaign, seed {args.seed}: {len(rows)} rounds in "
+          f"{time.monotonic() - began:.0f} s (logs in {cluster.logs})\n")
+    if complete:
+        print(table(complete))
+    if final:
+        print("\nfinal checks failed:\n  " + "\n  ".join(final[:20]))
+    if failed is not None:
+        print(f"\nround {failed} failed: {rows[-1]['problems'][:10]}\nreplay it alone: "
+              f"bash ci/realnfs/run campaign --seed {args.seed} --rounds {args.rounds} "
+              f"--kinds {args.kinds} --round {failed}"
+              + (f" --max-secs {args.max_secs}" if args.max_secs else "")
+              + (f" --grace {args.grace}" if args.grace else "")
+              + (f" --lease {args.lease}" if args.lease else ""))
+    if failed is not None or final:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
