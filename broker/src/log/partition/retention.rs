@@ -69,6 +69,12 @@ impl PartitionLog {
             // A successor never reads this epoch's manifest again: if one
             // took over, the segments are still its, not ours to unlink.
             self.confirm_epoch(&mut w).await?;
+        } else if !lock(&self.view).pending_deletes.is_empty() {
+            // Files this epoch found unnamed (a takeover's sweep, a
+            // compaction's inputs) are a successor's once one took over:
+            // its manifest may name them. A log paused past its epoch
+            // unlinked the successor's segments so.
+            self.confirm_epoch(&mut w).await?;
         }
         let mut to_unlink = {
             let mut view = lock(&self.view);
