@@ -31,10 +31,16 @@ struct Refused {
 }
 
 impl ProduceOrder {
+    /// Whether no refusal stands on any partition (the common case: a
+    /// produce then needs neither its topic key nor its batch header).
+    pub fn is_empty(&self) -> bool {
+        self.refused.is_empty()
+    }
+
     /// Whether a refusal on `partition` of `topic` stands (so that a
     /// produce there needs its batch header read).
     pub fn watches(&self, topic: &str, partition: i32) -> bool {
-        !self.refused.is_empty() && self.refused.contains_key(&(topic.to_owned(), partition))
+        self.refused.contains_key(&(topic.to_owned(), partition))
     }
 
     /// Whether `batch` to `partition` of `topic` (a name, or an id for
