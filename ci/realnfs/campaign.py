@@ -89,7 +89,7 @@ def settled(admin, deadline_s=w.EVENTUALLY, quiet_s=5):
     return False
 
 
-def recovered(idem, t0, deadline_s, admin, gone):
+def recovered(idem, t0, deadline_s, cluster, gone):
     """({partition: seconds from t0 to its first acknowledgement of a
     record sent after t0}, seconds from t0 until the metadata showed every
     partition led by a broker other than `gone`), once every partition
@@ -97,6 +97,12 @@ def recovered(idem, t0, deadline_s, admin, gone):
     moved, or the deadline passed."""
     deadline = time.monotonic() + deadline_s
     led = None
+    if gone is not None:
+        # Only the survivors are asked: a client that knows the victim
+        # keeps sending it metadata requests over a connection a power
+        # loss never closed, and waits out its socket timeout (60 s).
+        admin = AdminClient({"bootstrap.servers": ",".join(
+            c.kafka for c in cluster.clients if c.broker_id != gone)})
     while True:
         first = idem.first_acks_after(t0)
         if gone is not None and led is None:
@@ -127,7 +133,7 @@ def run_round(i, p, cluster, admin, work):
     fault.heal()
     healed = time.monotonic() - t0
     gone = p.get("victim") if p["kind"] in JUDGED else None
-    first, led = recovered(work["idem"], t0, w.EVENTUALLY + healed, admin, gone)
+    first, led = recovered(work["idem"], t0, w.EVENTUALLY + healed, cluster, gone)
     row = {"healed": healed}
     if led is not None:
         row["led"] = led

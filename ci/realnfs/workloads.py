@@ -407,6 +407,10 @@ class Churn(Worker):
                 return False
         return False
 
+    def doomed(self, name):
+        with self.lock:
+            return name in self.deleting
+
     def check(self, final=False):
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         problems = []
@@ -433,7 +437,7 @@ class Churn(Worker):
                 self.note(e)
             if names is not None:
                 undead = deleted & names
-                missing = {n for n in created if n not in deleting and n not in names}
+                missing = {n for n in created if not self.doomed(n) and n not in names}
                 if not undead and not missing:
                     break
             if time.monotonic() > deadline:
@@ -449,8 +453,13 @@ class Churn(Worker):
             ends = {}
             for p, o in acked.values():
                 ends[p] = max(ends.get(p, 0), o + 1)
-            r.read_until(r.reached(ends), 120)
+            reached = r.reached(ends)
+            # The worker goes on meanwhile: a topic it starts deleting
+            # during the read is no longer owed its records.
+            r.read_until(lambda rd, name=name: reached(rd) or self.doomed(name), 120)
             r.close()
+            if self.doomed(name):
+                continue
             for v, k in acked.items():
                 if r.seen.get(k, (None, None))[1] != v:
                     lost += 1

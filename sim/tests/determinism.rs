@@ -14,8 +14,11 @@ use sim::harness::{self, Options, Violations};
 use sim::trace::Trace;
 use vfs::{MemVfs, Vfs};
 
+/// Short runs: the CI's simulator step replays full-length seeds twice
+/// (`--check-determinism`) in the release build; these debug-build runs
+/// only need enough of a world for a digest to depend on every draw.
 fn opts(seed: u64) -> Options {
-    Options::new(seed, 3, Duration::from_secs(40))
+    Options::new(seed, 3, Duration::from_secs(15))
 }
 
 #[test]
@@ -30,10 +33,10 @@ fn the_same_seed_gives_the_same_digest() {
 
 #[test]
 fn different_seeds_give_different_digests() {
-    let digests: std::collections::BTreeSet<_> = (1..=5)
+    let digests: std::collections::BTreeSet<_> = (1..=3)
         .map(|seed| harness::run(&opts(seed)).digest)
         .collect();
-    assert_eq!(digests.len(), 5, "{digests:?}");
+    assert_eq!(digests.len(), 3, "{digests:?}");
 }
 
 #[test]
