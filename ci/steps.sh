@@ -48,10 +48,32 @@ to_secs() {
     echo $((m * 60 + ${s%%.*}))
 }
 
+# A lane is a background subshell of the main shell: when it ends, its
+# processes' CPU joins the main shell's children, inside whatever step the
+# main shell is in. It leaves its total behind (lane_ended, its last
+# command) for that step to take off its own.
+lane_ended() {
+    cpu_mark
+    echo "$cpu_step" >"$ci_logs/lane-$BASHPID.cpu"
+}
+lanes_ended_cpu() {
+    local f total=0 c
+    for f in "$ci_logs"/lane-*.cpu; do
+        [ -e "$f" ] || continue
+        read -r c <"$f"
+        total=$((total + c))
+        mv "$f" "$f.counted"
+    done
+    echo "$total"
+}
+
 # record LANE NAME START END OUTCOME, after a cpu_mark at its start
 record() {
     local step0=$cpu_step busy0=$cpu_busy all0=$cpu_all
     cpu_mark
+    if [ "${ci_lane:-main}" = main ]; then
+        step0=$((step0 + $(lanes_ended_cpu)))
+    fi
     local cores=$(((cpu_busy - busy0) * $(nproc) * 100 / (cpu_all - all0 > 0 ? cpu_all - all0 : 1)))
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$(free_disk)" \
         $((cpu_step - step0)) "$cores" >>"$ci_record"

@@ -219,6 +219,7 @@ def main():
         log(f"{len(cluster.hosts)} hosts up in {booted:.0f} s; seed {args.seed}, "
             f"{len(plan)} rounds; lease {args.lease or 'default'}, grace {args.grace or 'default'}")
         check_setup(cluster)
+        w.LOGS = cluster.logs
         bootstrap = cluster.bootstrap()
         w.create_topics(bootstrap)
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -246,7 +247,10 @@ def main():
         log("stopping the workloads for the last checks")
         for worker in work.values():
             worker.stop()
-        final = []
+        final = [f"{name}: {worker.undelivered} records never acknowledged {w.FLUSH} s after "
+                 f"the workload stopped on a settled cluster (its producer stalled; what "
+                 f"librdkafka did is in {name}-producer.librdkafka.log)"
+                 for name, worker in work.items() if worker.undelivered]
         for name, worker in work.items():
             result = worker.check(final=True) if name in ("txn", "churn") else worker.check()
             final += result["problems"]
