@@ -64,7 +64,7 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def settled(admin, deadline_s=w.EVENTUALLY, quiet_s=5):
+def settled(admin, deadline_s=w.EVENTUALLY, quiet_s=3):
     """Waits until three brokers are listed and lead every partition of
     the idempotent topic, with no leader moving for `quiet_s` (the
     previous round's moves done, so that they are not taken for this
