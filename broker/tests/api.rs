@@ -503,6 +503,28 @@ async fn a_batch_pipelined_behind_a_refused_one_is_refused_too() {
     assert_eq!(b.try_produce_in(&mut other, seq(9)).await, 45);
 }
 
+#[tokio::test]
+async fn a_refusal_ends_once_the_log_took_the_refused_batch_another_way() {
+    // What wedged a librdkafka producer on real NFS: its refused batch was
+    // acknowledged through another connection while the leadership moved,
+    // so it never came back on this one, and every later batch here was
+    // refused NOT_LEADER_OR_FOLLOWER by the partition's own leader.
+    const NOT_LEADER: i16 = 6;
+    let b = Broker::start(1).await;
+    let seq = |n: i32| batch::build((42, 0, n), 1_000, &[b"v".as_slice()]);
+    let mut connection = Session::plaintext("127.0.0.1");
+    assert_eq!(b.try_produce_in(&mut connection, seq(0)).await, 0);
+    b.assign(1, 2).await;
+    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, NOT_LEADER);
+    b.lead(3).await;
+    let mut other = Session::plaintext("127.0.0.1");
+    assert_eq!(b.try_produce_in(&mut other, seq(1)).await, 0);
+    assert_eq!(b.try_produce_in(&mut connection, seq(2)).await, 0);
+    assert_eq!(b.try_produce_in(&mut connection, seq(3)).await, 0);
+    let log = b.leaders.get(&b.meta.id, 0).unwrap();
+    assert_eq!(log.high_watermark(), 4, "each batch once, in order");
+}
+
 impl Broker {
     /// A request as client `client` sends it on `session`.
     async fn call_as(

@@ -49,6 +49,10 @@ impl Api {
                 } else {
                     self.produce_log(&name, p.index).await
                 };
+                if let Ok((_, log)) = &led {
+                    release_if_in_order(order, &name, t.topic_id, version, p.index, &records, log)
+                        .await;
+                }
                 let led = in_order(order, &name, t.topic_id, version, p.index, &records, led);
                 let r = match led {
                     Err(c) => Err(r.with_error_code(c)),
@@ -230,6 +234,46 @@ fn has_control(records: &[u8]) -> bool {
     batch::split(records).is_ok_and(|hs| hs.iter().any(|h| h.control.is_some()))
 }
 
+/// Ends a refusal standing on a partition when its log would take the
+/// batch in order after all. The refused batch may never come back here:
+/// librdkafka may have had it acknowledged by another broker while the
+/// leadership moved, or dropped it with a new producer epoch on another
+/// partition's account; waiting for it wedged the producer on this
+/// connection for good (the real-NFS campaign saw thousands of
+/// NOT_LEADER_OR_FOLLOWER answers from a broker that led the partition).
+async fn release_if_in_order(
+    order: &mut ProduceOrder,
+    name: &str,
+    id: Uuid,
+    version: i16,
+    partition: i32,
+    records: &Bytes,
+    log: &PartitionLog,
+) {
+    if order.is_empty() {
+        return;
+    }
+    let topic = order_key(name, id, version);
+    if !order.watches(&topic, partition) {
+        return;
+    }
+    if let Ok(first) = batch::parse(records) {
+        if log.takes_in_order(&first).await {
+            order.release(&topic, partition);
+        }
+    }
+}
+
+/// The key a connection's refusals are kept under: the topic's name, or
+/// its id for requests that name topics by id.
+fn order_key(name: &str, id: Uuid, version: i16) -> String {
+    if version >= 13 {
+        id.hyphenated().to_string()
+    } else {
+        name.to_owned()
+    }
+}
+
 /// Refuses a batch pipelined behind one this connection refused before
 /// its log took it, and remembers such refusals (see [`ProduceOrder`]).
 fn in_order<T>(
@@ -244,13 +288,8 @@ fn in_order<T>(
     if led.is_ok() && order.is_empty() {
         return led;
     }
-    let id_string;
-    let topic = if version >= 13 {
-        id_string = id.hyphenated().to_string();
-        id_string.as_str()
-    } else {
-        name
-    };
+    let key = order_key(name, id, version);
+    let topic = key.as_str();
     if led.is_ok() && !order.watches(topic, partition) {
         return led;
     }

@@ -62,6 +62,11 @@ impl ProduceOrder {
         behind
     }
 
+    /// Ends the refusal standing on `partition` of `topic`.
+    pub fn release(&mut self, topic: &str, partition: i32) {
+        self.refused.remove(&(topic.to_owned(), partition));
+    }
+
     /// Remembers that `batch` was refused with a retriable error before
     /// it reached the log (the first of a run; later ones do not move it).
     pub fn refused(&mut self, topic: &str, partition: i32, batch: &BatchHeader) {

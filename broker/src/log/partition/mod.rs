@@ -444,6 +444,14 @@ impl PartitionLog {
     }
 
     /// Producer state as of the last acknowledged append.
+    /// Whether this log would take `h` now without a gap before it: the
+    /// next batch of its producer, a duplicate of a recent one, or one of
+    /// a producer or epoch it has no sequence for.
+    pub async fn takes_in_order(&self, h: &batch::BatchHeader) -> bool {
+        let w = self.writer.lock().await;
+        !matches!(w.producers.check(h, None), Sequence::OutOfOrder)
+    }
+
     pub async fn producers(&self) -> ProducerState {
         self.writer.lock().await.producers.clone()
     }
