@@ -49,11 +49,13 @@ impl Api {
                 } else {
                     self.produce_log(&name, p.index).await
                 };
-                if let Ok((_, log)) = &led {
-                    release_if_in_order(order, &name, t.topic_id, version, p.index, &records, log)
-                        .await;
-                }
-                let led = in_order(order, &name, t.topic_id, version, p.index, &records, led);
+                let topic = OrderKey {
+                    name: &name,
+                    id: t.topic_id,
+                    version,
+                    partition: p.index,
+                };
+                let led = in_order(order, topic, &records, led).await;
                 let r = match led {
                     Err(c) => Err(r.with_error_code(c)),
                     Ok((id, _)) if records.len() > self.leaders.max_message_bytes(&id) => {
@@ -234,76 +236,65 @@ fn has_control(records: &[u8]) -> bool {
     batch::split(records).is_ok_and(|hs| hs.iter().any(|h| h.control.is_some()))
 }
 
-/// Ends a refusal standing on a partition when its log would take the
-/// batch in order after all. The refused batch may never come back here:
-/// librdkafka may have had it acknowledged by another broker while the
-/// leadership moved, or dropped it with a new producer epoch on another
-/// partition's account; waiting for it wedged the producer on this
-/// connection for good (the real-NFS campaign saw thousands of
-/// NOT_LEADER_OR_FOLLOWER answers from a broker that led the partition).
-async fn release_if_in_order(
-    order: &mut ProduceOrder,
-    name: &str,
+/// A partition as a connection's refusals know it: by the topic's name,
+/// or by its id for requests that name topics by id (v13+).
+struct OrderKey<'a> {
+    name: &'a str,
     id: Uuid,
     version: i16,
     partition: i32,
-    records: &Bytes,
-    log: &PartitionLog,
-) {
-    if order.is_empty() {
-        return;
-    }
-    let topic = order_key(name, id, version);
-    if !order.watches(&topic, partition) {
-        return;
-    }
-    if let Ok(first) = batch::parse(records) {
-        if log.takes_in_order(&first).await {
-            order.release(&topic, partition);
-        }
-    }
 }
 
-/// The key a connection's refusals are kept under: the topic's name, or
-/// its id for requests that name topics by id.
-fn order_key(name: &str, id: Uuid, version: i16) -> String {
-    if version >= 13 {
-        id.hyphenated().to_string()
-    } else {
-        name.to_owned()
+impl OrderKey<'_> {
+    fn topic(&self) -> String {
+        if self.version >= 13 {
+            self.id.hyphenated().to_string()
+        } else {
+            self.name.to_owned()
+        }
     }
 }
 
 /// Refuses a batch pipelined behind one this connection refused before
 /// its log took it, and remembers such refusals (see [`ProduceOrder`]).
-fn in_order<T>(
+///
+/// A refusal also ends once the log would take the batch in order after
+/// all. The refused batch may never come back here: librdkafka may have
+/// had it acknowledged by another broker while the leadership moved, or
+/// dropped it with a new producer epoch on another partition's account;
+/// waiting for it wedged the producer on this connection for good (the
+/// real-NFS campaign saw thousands of NOT_LEADER_OR_FOLLOWER answers from
+/// a broker that led the partition).
+async fn in_order(
     order: &mut ProduceOrder,
-    name: &str,
-    id: Uuid,
-    version: i16,
-    partition: i32,
+    at: OrderKey<'_>,
     records: &Bytes,
-    led: Result<T, i16>,
-) -> Result<T, i16> {
+    led: Result<(String, Arc<PartitionLog>), i16>,
+) -> Result<(String, Arc<PartitionLog>), i16> {
     if led.is_ok() && order.is_empty() {
         return led;
     }
-    let key = order_key(name, id, version);
-    let topic = key.as_str();
-    if led.is_ok() && !order.watches(topic, partition) {
+    let topic = at.topic();
+    if led.is_ok() && !order.watches(&topic, at.partition) {
         return led;
     }
     let Ok(first) = batch::parse(records) else {
         return led;
     };
     match led {
-        Ok(_) if order.behind_a_refusal(topic, partition, &first) => {
-            Err(code(ResponseError::NotLeaderOrFollower))
+        Ok((id, log)) => {
+            if log.takes_in_order(&first).await {
+                order.release(&topic, at.partition);
+            }
+            if order.behind_a_refusal(&topic, at.partition, &first) {
+                Err(code(ResponseError::NotLeaderOrFollower))
+            } else {
+                Ok((id, log))
+            }
         }
         Err(c) => {
-            order.refused(topic, partition, &first);
+            order.refused(&topic, at.partition, &first);
             Err(c)
         }
-        ok => ok,
     }
 }
