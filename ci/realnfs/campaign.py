@@ -11,13 +11,17 @@ kind. A failing round stops the campaign and prints how to replay it.
 
     bash ci/realnfs/run campaign [--seed S] [--rounds N] [--kinds K,..]
                                  [--round I] [--lease S] [--grace S]
-                                 [--max-secs S] [--judge-failover]
+                                 [--max-secs S] [--budget-minutes M]
+                                 [--judge-failover]
 
 `--rounds N` is N rounds of every kind (the schedule shuffles them);
 `--round I` replays round I of the schedule alone on a fresh cluster;
 `--lease`/`--grace` set nfsd's (defaults: nfsd's own, 90 s each);
 `--max-secs` caps how long a cut, a full export or a stopped server
 lasts (CI's short campaign);
+`--budget-minutes M` starts no round after M minutes and goes on to the
+final checks (a long run cut to the time there is; the table says how
+many rounds of each kind ran);
 `--judge-failover` fails a kill -9 or power loss after which every
 partition was led by another broker only later than the broker session
 timeout + 5 s (the promise of the README; judged only where the campaign
@@ -159,7 +163,10 @@ def run_round(i, p, cluster, admin, work):
     log(f"round {i}: failover {fmt(row.get('failover'))} s (every partition led again "
         f"{fmt(row.get('led'))} s), first ack {fmt(row.get('first_ack'))} s"
         f", {row['idem']['acked']} acknowledged, {row['idem']['lost']} lost, "
-        f"{row['idem']['duplicated']} duplicated" + ("" if not problems else
+        f"{row['idem']['duplicated']} duplicated" +
+        (f" ({row['idem']['resent']} more re-sent by librdkafka under a bumped producer epoch: "
+         f"{row['idem']['resent_examples']})" if row['idem'].get('resent') else "")
+        + ("" if not problems else
                                                     f"; PROBLEMS: {problems[:5]}"))
     return row
 
@@ -169,8 +176,9 @@ def fmt(x):
 
 
 def table(rows):
-    lines = ["| fault | rounds | acknowledged | lost | duplicated | led again p50 / max (s) "
-             "| failover p50 / max (s) | first ack p50 / max (s) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| fault | rounds | acknowledged | lost | duplicated | re-sent by librdkafka after an "
+             "epoch bump | led again p50 / max (s) | failover p50 / max (s) "
+             "| first ack p50 / max (s) |", "|---|---|---|---|---|---|---|---|---|"]
     for kind in faults.KINDS:
         mine = [r for r in rows if r["kind"] == kind]
         if not mine:
@@ -179,10 +187,11 @@ def table(rows):
         lost = sum(r["idem"]["lost"] + r["txn"]["lost"] + r["churn"]["lost"]
                    + r["compact"]["lost"] for r in mine)
         dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"] for r in mine)
+        resent = sum(r["idem"].get("resent", 0) for r in mine)
         fo = [r["failover"] for r in mine if "failover" in r]
         fa = [r["first_ack"] for r in mine if "first_ack" in r]
         led = [r["led"] for r in mine if "led" in r]
-        lines.append(f"| {kind} | {len(mine)} | {acked} | {lost} | {dup} | {spread(led)} | "
+        lines.append(f"| {kind} | {len(mine)} | {acked} | {lost} | {dup} | {resent} | {spread(led)} | "
                      f"{spread(fo)} | {spread(fa)} |")
     return "\n".join(lines)
 
@@ -200,6 +209,7 @@ def main():
     a.add_argument("--lease", type=int)
     a.add_argument("--grace", type=int)
     a.add_argument("--max-secs", type=int)
+    a.add_argument("--budget-minutes", type=float)
     a.add_argument("--judge-failover", action="store_true")
     args = a.parse_args()
     # `kill -USR1` shows where every thread waits.
@@ -230,6 +240,10 @@ def main():
             worker.start()
         acked = 0
         for i, p in plan:
+            if args.budget_minutes and time.monotonic() - began > args.budget_minutes * 60:
+                log(f"the budget of {args.budget_minutes:g} minutes is spent: {len(rows)} of "
+                    f"{len(plan)} rounds ran")
+                break
             row = run_round(i, p, cluster, admin, work)
             row.update(p)
             row["round"] = i

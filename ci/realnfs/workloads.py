@@ -18,6 +18,7 @@ it and waits for what it sent. What each check holds:
 import logging
 import os
 import random
+import re
 import threading
 import time
 
@@ -133,6 +134,46 @@ class Reader:
         self.c.close()
 
 
+# librdkafka's trace of one ProduceRequest's batch (debug "msg"): which
+# messages (by librdkafka's per-partition MsgId) went out under which
+# producer epoch.
+SENT = re.compile(r"(\S+) \[(\d+)\]: Produce MessageSet with (\d+) message\(s\) "
+                  r"\([^)]*MsgId (\d+), BaseSeq -?\d+, PID\{Id:\d+,Epoch:(\d+)\}")
+
+
+def epochs_sent(lines, topic):
+    """{(partition, MsgId): the producer epochs it was sent under}, from
+    a producer's librdkafka trace."""
+    sent = {}
+    for line in lines:
+        m = SENT.search(line)
+        if not m or m.group(1) != topic:
+            continue
+        p, n, first, epoch = (int(m.group(i)) for i in range(2, 6))
+        for msgid in range(first, first + n):
+            sent.setdefault((p, msgid), set()).add(epoch)
+    return sent
+
+
+def resent_after_bump(twice, partitions, sent):
+    """The values of `twice` whose copies librdkafka itself wrote: a
+    batch sent under one producer epoch, answered "not persisted" (the
+    NOT_LEADER_OR_FOLLOWER a fenced leader gives after its write reached
+    the file, as Kafka does for an acks=all produce pending when the
+    leadership moves), then re-sent under a bumped epoch (KIP-360: on a
+    sequence gap another partition saw in the same failover, librdkafka
+    drains, bumps the epoch and re-sends everything unacknowledged). No
+    broker can tell that re-send from a new record. Values are `i-N`,
+    produced in turn to partition N % partitions: MsgId N // partitions + 1
+    there (librdkafka counts messages per partition from 1)."""
+    resent = set()
+    for v in twice:
+        n = int(v.split("-", 1)[1])
+        if len(sent.get((n % partitions, n // partitions + 1), ())) > 1:
+            resent.add(v)
+    return resent
+
+
 class Idempotent(Worker):
     """Records `i-N` at RATE a second to IDEM, acks=all, idempotent."""
 
@@ -195,15 +236,21 @@ class Idempotent(Worker):
         for k, (_, v) in sorted(seen.items()):
             at.setdefault(v, []).append(k)
         twice = {v: ks for v, ks in at.items() if len(ks) > 1}
-        duplicated = sum(len(ks) - 1 for ks in twice.values())
+        resent = set()
+        if twice and LOGS is not None:
+            with open(os.path.join(LOGS, "idem-producer.librdkafka.log"), errors="replace") as f:
+                resent = resent_after_bump(twice, IDEM_PARTITIONS, epochs_sent(f, IDEM))
+        duplicated = sum(len(ks) - 1 for v, ks in twice.items() if v not in resent)
         problems = [] if caught_up else [f"{IDEM}: read only {len(seen)} records"]
         problems += lost[:10] + self.reader.damaged[:3]
-        for v, ks in list(twice.items())[:5]:
+        for v, ks in [(v, ks) for v, ks in twice.items() if v not in resent][:5]:
             problems.append(f"{IDEM}: {v} read at {ks}, acknowledged at "
                             f"{acked[v][1:] if v in acked else 'none'}")
         if self.reader.reread:
             problems.append(f"{IDEM}: {self.reader.reread} offsets delivered twice")
         return {"acked": len(acked), "lost": len(lost), "duplicated": duplicated,
+                "resent": sum(len(twice[v]) - 1 for v in resent),
+                "resent_examples": [f"{v} at {twice[v]}" for v in sorted(resent)][:3],
                 "problems": problems}
 
 
