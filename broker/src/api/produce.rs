@@ -214,6 +214,14 @@ fn refused(
         LogError::ZombieCoordinator => {
             r.with_error_code(code(ResponseError::TransactionCoordinatorFenced))
         }
+        // The cycle's bytes may be in the file, and the successor keeps
+        // every whole batch it finds there: so an idempotent retry with
+        // the same sequence is answered by the successor as a duplicate.
+        // Kafka answers an acks=all produce still pending when its leader
+        // loses the partition the same way (Partition's
+        // checkEnoughReplicasReachOffset), though a follower may hold the
+        // records; a client that re-sends them under a new producer epoch
+        // writes them twice on either broker (see ci/realnfs/workloads.py).
         LogError::Fenced(_) => {
             tracing::info!(dir = %log.dir().display(), "fenced: stepping down");
             r.with_error_code(code(ResponseError::NotLeaderOrFollower))
