@@ -4,8 +4,14 @@
 //! replaces tokio's runtime, time, randomness and sockets). Building that into
 //! `target/` would overwrite the production artefacts on every switch, so the
 //! ordinary `sim` binary hands its arguments to
-//! `cargo run -p sim --target-dir target/madsim` with the flag added. The
-//! user types one command; the two builds never thrash each other.
+//! `cargo run --release -p sim --target-dir target/madsim` with the flag
+//! added. The user types one command; the two builds never thrash each
+//! other. Always the release build, whichever the trampoline was: a seed
+//! gives the same digest in both, the release build runs it several times
+//! faster, and it is the build CI's sweep and scenarios use, so a
+//! contributor's `cargo run -p sim` after `bash ci/test` builds nothing
+//! (a debug relaunch compiled the simulator in a profile of its own: five
+//! minutes of a fresh CI run's README check).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -61,11 +67,8 @@ pub fn command(args: impl IntoIterator<Item = OsString>) -> Command {
     );
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["run", "--quiet", "-p", "sim", "--target-dir"])
+        .args(["run", "--quiet", "--release", "-p", "sim", "--target-dir"])
         .arg(simulation_target_dir());
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
     cmd.arg("--").args(args).env(var, flags).env(GUARD, "1");
     cmd
 }
@@ -76,7 +79,7 @@ pub fn into_simulation_build() -> ! {
         std::process::exit(2);
     }
     eprintln!(
-        "sim: running the simulation build (--cfg madsim, target dir {}); the first build takes a minute",
+        "sim: running the simulation build (--cfg madsim, release, target dir {}); the first build takes a few minutes",
         simulation_target_dir().display()
     );
     let mut cmd = command(std::env::args_os().skip(1));
@@ -126,6 +129,7 @@ mod tests {
                 .any(|w| w[0] == "--target-dir" && w[1] == dir)
         );
         assert_eq!(&args[args.len() - 3..], ["--", "--seed", "7"]);
+        assert!(args.iter().any(|a| a == "--release"));
         assert!(dir.ends_with("target/madsim"));
         assert_eq!(cmd.get_current_dir(), Some(workspace_root().as_path()));
     }
