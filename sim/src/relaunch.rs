@@ -70,8 +70,28 @@ pub fn command(args: impl IntoIterator<Item = OsString>) -> Command {
         .args(["run", "--quiet", "--release", "-p", "sim", "--target-dir"])
         .arg(simulation_target_dir());
     cmd.arg("--").args(args).env(var, flags).env(GUARD, "1");
+    // What the outer `cargo run` set for this process describes this
+    // package, not the build: build scripts read some of it (ring's reruns
+    // on CARGO_MANIFEST_DIR), and a relaunch that kept it rebuilt ring,
+    // rustls, the broker and the simulator over the build CI had made.
+    for (key, _) in std::env::vars_os() {
+        let key_str = key.to_string_lossy();
+        if SET_BY_CARGO_RUN.contains(&key_str.as_ref()) || key_str.starts_with("CARGO_PKG_") {
+            cmd.env_remove(&key);
+        }
+    }
     cmd
 }
+
+/// The variables `cargo run` gives the program it runs (besides
+/// `CARGO_PKG_*`), none of them configuration.
+const SET_BY_CARGO_RUN: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+];
 
 pub fn into_simulation_build() -> ! {
     if std::env::var_os(GUARD).is_some() {
@@ -130,6 +150,14 @@ mod tests {
         );
         assert_eq!(&args[args.len() - 3..], ["--", "--seed", "7"]);
         assert!(args.iter().any(|a| a == "--release"));
+        // Cargo sets it for the tests as it does for `cargo run`.
+        if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
+            assert!(
+                cmd.get_envs()
+                    .any(|(k, v)| k == "CARGO_MANIFEST_DIR" && v.is_none()),
+                "the package's own variables are not handed to the inner build"
+            );
+        }
         assert!(dir.ends_with("target/madsim"));
         assert_eq!(cmd.get_current_dir(), Some(workspace_root().as_path()));
     }
