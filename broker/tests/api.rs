@@ -483,14 +483,7 @@ async fn produce_does_not_write_a_deleted_topic_through_its_remembered_name() {
 #[cfg_attr(not(madsim), tokio::test(start_paused = true))]
 #[cfg_attr(madsim, tokio::test)]
 async fn a_batch_pipelined_behind_a_refused_one_is_refused_too() {
-    const NOT_LEADER: i16 = 6;
-    let b = Broker::start(1).await;
-    let seq = |n: i32| batch::build((42, 0, n), 1_000, &[b"v".as_slice()]);
-    let mut connection = Session::plaintext("127.0.0.1");
-    assert_eq!(b.try_produce_in(&mut connection, seq(0)).await, 0);
-    b.assign(1, 2).await; // another broker leads for a while
-    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, NOT_LEADER);
-    b.lead(3).await; // this broker's takeover is done
+    let (b, mut connection) = a_batch_refused_while_another_broker_led().await;
     assert_eq!(b.try_produce_in(&mut connection, seq(2)).await, NOT_LEADER);
     assert_eq!(b.try_produce_in(&mut connection, seq(3)).await, NOT_LEADER);
     assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, 0);
@@ -509,20 +502,33 @@ async fn a_refusal_ends_once_the_log_took_the_refused_batch_another_way() {
     // acknowledged through another connection while the leadership moved,
     // so it never came back on this one, and every later batch here was
     // refused NOT_LEADER_OR_FOLLOWER by the partition's own leader.
-    const NOT_LEADER: i16 = 6;
-    let b = Broker::start(1).await;
-    let seq = |n: i32| batch::build((42, 0, n), 1_000, &[b"v".as_slice()]);
-    let mut connection = Session::plaintext("127.0.0.1");
-    assert_eq!(b.try_produce_in(&mut connection, seq(0)).await, 0);
-    b.assign(1, 2).await;
-    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, NOT_LEADER);
-    b.lead(3).await;
+    let (b, mut connection) = a_batch_refused_while_another_broker_led().await;
     let mut other = Session::plaintext("127.0.0.1");
     assert_eq!(b.try_produce_in(&mut other, seq(1)).await, 0);
     assert_eq!(b.try_produce_in(&mut connection, seq(2)).await, 0);
     assert_eq!(b.try_produce_in(&mut connection, seq(3)).await, 0);
     let log = b.leaders.get(&b.meta.id, 0).unwrap();
     assert_eq!(log.high_watermark(), 4, "each batch once, in order");
+}
+
+const NOT_LEADER: i16 = 6;
+
+/// Batch `n` of producer 42, epoch 0.
+fn seq(n: i32) -> Bytes {
+    batch::build((42, 0, n), 1_000, &[b"v".as_slice()])
+}
+
+/// A broker that took batch 0 on a connection, refused batch 1 there
+/// while another broker led for a while, and leads again (its takeover
+/// done).
+async fn a_batch_refused_while_another_broker_led() -> (Broker, Session) {
+    let b = Broker::start(1).await;
+    let mut connection = Session::plaintext("127.0.0.1");
+    assert_eq!(b.try_produce_in(&mut connection, seq(0)).await, 0);
+    b.assign(1, 2).await;
+    assert_eq!(b.try_produce_in(&mut connection, seq(1)).await, NOT_LEADER);
+    b.lead(3).await;
+    (b, connection)
 }
 
 impl Broker {
