@@ -39,6 +39,13 @@ pub struct Heartbeat {
     /// The controller answers with the next epoch.
     #[serde(default)]
     pub stuck: Vec<(String, u32, u32)>,
+    /// For stuck partitions whose epochs were claimed past theirs (by
+    /// takeovers whose replies were lost, or an operator's repair):
+    /// `(topic id, partition, newest claimed epoch)`. The controller's next
+    /// epoch is past it. A separate field, so that a controller of an
+    /// older version still reads `stuck`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claimed_past: Vec<(String, u32, u32)>,
     /// Partitions assigned here, held offline in their epoch because
     /// their files are damaged: `(topic id, partition, epoch)`. The
     /// controller marks them offline in the assignment.
@@ -56,8 +63,13 @@ pub async fn write(vfs: &dyn Vfs, hb: &Heartbeat) -> io::Result<()> {
     crate::stored::write_json(vfs, &layout::heartbeat(hb.broker_id), KIND, hb).await
 }
 
-/// Leaderships this broker cannot hold, for its next heartbeat.
-pub(crate) type StuckReport = Box<dyn Fn() -> Vec<(String, u32, u32)> + Send + Sync>;
+/// `(topic id or coordinator key, partition or slot, epoch)` rows.
+pub(crate) type Leaderships = Vec<(String, u32, u32)>;
+/// Leaderships this broker cannot hold, for its next heartbeat: `stuck`
+/// and `claimed_past`.
+pub(crate) type StuckReport = Box<dyn Fn() -> (Leaderships, Leaderships) + Send + Sync>;
+/// Partitions held offline here, for its next heartbeat.
+pub(crate) type OfflineReport = Box<dyn Fn() -> Leaderships + Send + Sync>;
 
 /// Publishes this broker's heartbeat every interval from a task of its own,
 /// and at once when it has new topics to announce.
@@ -79,12 +91,12 @@ impl Beater {
         mut first: Heartbeat,
         interval: Duration,
         stuck: StuckReport,
-        offline: StuckReport,
+        offline: OfflineReport,
         announced: Arc<Announced>,
         claimed: IdClaim,
     ) -> Self {
         let mut temps_left = false;
-        first.stuck = stuck();
+        (first.stuck, first.claimed_past) = stuck();
         first.offline = offline();
         first.created = announced.pending();
         match write(vfs.as_ref(), &first).await {
@@ -129,7 +141,7 @@ impl Beater {
                     }
                 }
                 let mut hb = lock(&shared).clone();
-                hb.stuck = stuck();
+                (hb.stuck, hb.claimed_past) = stuck();
                 hb.offline = offline();
                 hb.created = announced.pending();
                 match write(vfs.as_ref(), &hb).await {
@@ -201,7 +213,8 @@ mod tests {
             advertised: "h:1".into(),
             endpoints: Default::default(),
             leaving: false,
-            stuck: Vec::new(),
+            stuck: vec![("t".into(), 0, 3)],
+            claimed_past: vec![("t".into(), 0, 7)],
             offline: Vec::new(),
             created: vec!["t".into()],
         };

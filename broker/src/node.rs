@@ -392,6 +392,7 @@ impl Node {
             endpoints: endpoints(&config),
             leaving: false,
             stuck: Vec::new(),
+            claimed_past: Vec::new(),
             offline: Vec::new(),
             created: Vec::new(),
         };
@@ -460,12 +461,12 @@ impl Node {
     async fn start_beater(&self) -> heartbeat::Beater {
         let (leaders, coordinators) = (self.leaders.clone(), self.coordinators.clone());
         let stuck: heartbeat::StuckReport = Box::new(move || {
-            let mut stuck = leaders.stuck();
+            let (mut stuck, past) = leaders.stuck();
             stuck.extend(coordinators.stuck());
-            stuck
+            (stuck, past)
         });
         let leaders = self.leaders.clone();
-        let offline: heartbeat::StuckReport = Box::new(move || leaders.offline());
+        let offline: heartbeat::OfflineReport = Box::new(move || leaders.offline());
         let interval = heartbeat_interval(&self.config);
         heartbeat::Beater::start(
             self.vfs.clone(),

@@ -38,6 +38,7 @@ async fn cluster(nfs: &ModelNfs, n: u32) -> Vec<Broker> {
                 endpoints: Default::default(),
                 leaving: false,
                 stuck: Vec::new(),
+                claimed_past: Vec::new(),
                 offline: Vec::new(),
                 created: Vec::new(),
             },
@@ -357,4 +358,57 @@ async fn a_broker_takes_over_many_partitions_at_once() {
         wide < one * 8,
         "64 takeovers took {wide:?}, one took {one:?}: they ran one after another"
     );
+}
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn a_stuck_leader_gets_an_epoch_past_the_newest_claim_it_reports() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 7);
+    let mut brokers = cluster(&nfs, 2).await;
+    let t = topic::create_topic(brokers[0].vfs.as_ref(), "t", 2)
+        .await
+        .unwrap();
+    for _ in 0..70 {
+        second(&mut brokers).await;
+    }
+    let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
+    let mut reader = AssignmentReader::default();
+    let first = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    let (l0, l1) = (
+        first.leadership(&t.id, 0).unwrap(),
+        first.leadership(&t.id, 1).unwrap(),
+    );
+    // Partition 0's leader cannot hold its epoch and found nothing past
+    // it: the next epoch. Partition 1's found epoch 40 claimed: past it.
+    brokers[l0.leader as usize]
+        .hb
+        .stuck
+        .push((t.id.clone(), 0, l0.leader_epoch));
+    brokers[l1.leader as usize]
+        .hb
+        .stuck
+        .push((t.id.clone(), 1, l1.leader_epoch));
+    brokers[l1.leader as usize]
+        .hb
+        .claimed_past
+        .push((t.id.clone(), 1, 40));
+    for _ in 0..5 {
+        second(&mut brokers).await;
+    }
+    let after = reader
+        .refresh(observer.as_ref())
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        after.leadership(&t.id, 0).unwrap().leader_epoch,
+        l0.leader_epoch + 1
+    );
+    assert_eq!(after.leadership(&t.id, 1).unwrap().leader_epoch, 41);
 }

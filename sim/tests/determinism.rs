@@ -80,6 +80,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         endpoints: Default::default(),
         leaving: false,
         stuck: Vec::new(),
+        claimed_past: Vec::new(),
         offline: Vec::new(),
         created: Vec::new(),
     };

@@ -38,6 +38,8 @@ struct Seen {
     endpoints: BTreeMap<String, String>,
     leaving: bool,
     stuck: Vec<(String, u32, u32)>,
+    /// The newest epochs claimed past stuck partitions' own.
+    claimed_past: Vec<(String, u32, u32)>,
     /// Partitions it holds offline in their epoch (damaged files).
     offline: Vec<(String, u32, u32)>,
     /// Topics it created that the assignment may not name yet.
@@ -445,10 +447,20 @@ impl ControllerAgent {
             &prev_map, live, &restarted, &slots, &none,
         ));
         for b in live {
-            for (key, index, epoch) in self.seen.get(b).map_or(&[][..], |s| &s.stuck[..]) {
+            let Some(seen) = self.seen.get(b) else {
+                continue;
+            };
+            for (key, index, epoch) in &seen.stuck {
                 if let Some(l) = placed.get_mut(&(key.clone(), *index)) {
                     if l.leader == *b && l.leader_epoch == *epoch {
-                        l.leader_epoch += 1;
+                        let past = seen
+                            .claimed_past
+                            .iter()
+                            .filter(|(k, i, _)| k == key && i == index)
+                            .map(|(_, _, newest)| *newest)
+                            .max()
+                            .unwrap_or(0);
+                        l.leader_epoch = l.leader_epoch.max(past) + 1;
                     }
                 }
             }
@@ -485,6 +497,7 @@ impl ControllerAgent {
                     endpoints: hb.endpoints,
                     leaving: hb.leaving,
                     stuck: hb.stuck,
+                    claimed_past: hb.claimed_past,
                     offline: hb.offline,
                     created: hb.created,
                     changed,

@@ -20,6 +20,7 @@ fn hb(sequence: u64) -> Heartbeat {
         endpoints: Default::default(),
         leaving: false,
         stuck: Vec::new(),
+        claimed_past: Vec::new(),
         offline: Vec::new(),
         created: Vec::new(),
     }

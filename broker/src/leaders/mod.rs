@@ -8,6 +8,8 @@ use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
 use crate::cluster::assignment::Assignment;
+use crate::heartbeat::Leaderships;
+use crate::log::audit;
 use crate::log::fence::{EpochClaims, LeadershipFence};
 use crate::log::partition::CleanerLimits;
 use crate::log::topic_config::{self, Overrides};
@@ -29,8 +31,10 @@ pub struct Leaders {
     /// Woken after every append, for fetches waiting for data.
     pub appended: tokio::sync::Notify,
     /// `(topic id, partition, epoch)` this broker can never lead in that
-    /// epoch; reported in the heartbeat so the controller bumps the epoch.
-    stuck: Mutex<std::collections::BTreeSet<(String, u32, u32)>>,
+    /// epoch, with the newest epoch claimed on the volume when it was
+    /// given up; reported in the heartbeat so the controller bumps the
+    /// epoch, past that claim.
+    stuck: Mutex<BTreeMap<(String, u32, u32), u32>>,
     /// Partitions whose files cannot be used, held in their epoch.
     offline: Mutex<offline::Offline>,
     metrics: crate::metrics::Metrics,
@@ -50,7 +54,7 @@ impl Leaders {
             logs: Mutex::new(BTreeMap::new()),
             configs: Mutex::new(BTreeMap::new()),
             appended: tokio::sync::Notify::new(),
-            stuck: Mutex::new(std::collections::BTreeSet::new()),
+            stuck: Mutex::new(BTreeMap::new()),
             offline: Mutex::new(offline::Offline::default()),
             metrics: crate::metrics::Metrics::unobserved(),
         }
@@ -86,8 +90,17 @@ impl Leaders {
         }
     }
 
-    pub fn stuck(&self) -> Vec<(String, u32, u32)> {
-        lock(&self.stuck).iter().cloned().collect()
+    /// The leaderships given up, and for those whose partition has an
+    /// epoch claimed past theirs, the newest claim:
+    /// see `Heartbeat::claimed_past`.
+    pub fn stuck(&self) -> (Leaderships, Leaderships) {
+        let stuck = lock(&self.stuck);
+        let past = stuck
+            .iter()
+            .filter(|(key, newest)| **newest > key.2)
+            .map(|((t, p, _), newest)| (t.clone(), *p, *newest))
+            .collect();
+        (stuck.keys().cloned().collect(), past)
     }
 
     /// Partitions assigned here that are held offline: their files are
@@ -111,8 +124,23 @@ impl Leaders {
 
     /// Gives up leading `(topic, partition)` in `epoch`: a retry in the same
     /// epoch could not succeed (its claim and files are half made or taken).
-    fn give_up(&self, topic_id: &str, partition: u32, epoch: u32) {
-        lock(&self.stuck).insert((topic_id.to_owned(), partition, epoch));
+    /// The newest epoch claimed there goes with it: lost replies and an
+    /// operator's repairs can leave claims far past the assignment's, and a
+    /// controller that only stepped one epoch per report would spend a
+    /// heartbeat on each of them (seed 893: 13 steps, past the liveness
+    /// window) before an epoch this broker can claim.
+    async fn give_up(&self, topic_id: &str, partition: u32, epoch: u32) {
+        let dir = topic::partition_dir(topic_id, partition);
+        let newest = match audit::newest_claimed_epoch(self.vfs.as_ref(), &dir, &["manifest-"])
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(topic_id, partition, error = %e, "newest epoch claim not read; asking for the next epoch");
+                0
+            }
+        };
+        lock(&self.stuck).insert((topic_id.to_owned(), partition, epoch), newest);
     }
 
     pub fn get(&self, topic_id: &str, partition: u32) -> Option<Arc<PartitionLog>> {
@@ -194,13 +222,13 @@ impl Leaders {
             // epoch's manifest, so a new epoch is asked for. Otherwise
             // the report is dropped once the assignment moves on.
             LogError::Fenced(epoch) => {
-                self.give_up(t, p, epoch);
+                self.give_up(t, p, epoch).await;
                 drop(log);
                 self.step_down(t, p).await;
             }
             LogError::Failed(why) => {
                 tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
-                self.give_up(t, p, log.epoch());
+                self.give_up(t, p, log.epoch()).await;
                 drop(log);
                 self.step_down(t, p).await;
             }
@@ -285,7 +313,7 @@ impl Leaders {
         for ((t, p), epoch, stopped) in held {
             if stopped {
                 tracing::info!(topic_id = %t, partition = p, epoch, "log stopped; asking for a new epoch");
-                self.give_up(&t, p, epoch);
+                self.give_up(&t, p, epoch).await;
             }
             if stopped || mine.get(&(t.clone(), p)) != Some(&epoch) {
                 if !stopped {
@@ -295,7 +323,7 @@ impl Leaders {
             }
         }
         // Reports stand until the assignment moved past them.
-        lock(&self.stuck).retain(|(t, p, e)| mine.get(&(t.clone(), *p)) == Some(e));
+        lock(&self.stuck).retain(|(t, p, e), _| mine.get(&(t.clone(), *p)) == Some(e));
         lock(&self.offline).retain(|t, p, e| mine.get(&(t.to_owned(), p)) == Some(&e));
         self.open_assigned(mine).await;
         self.refresh_configs().await;
@@ -311,7 +339,7 @@ impl Leaders {
             .into_iter()
             .filter(|((t, p), epoch)| {
                 self.get(t, *p).is_none()
-                    && !lock(&self.stuck).contains(&(t.clone(), *p, *epoch))
+                    && !lock(&self.stuck).contains_key(&(t.clone(), *p, *epoch))
                     && !lock(&self.offline).waits(t, *p, *epoch)
             })
             .collect();
@@ -386,7 +414,7 @@ impl Leaders {
             }
             Err(e) => {
                 tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
-                self.give_up(&t, p, epoch);
+                self.give_up(&t, p, epoch).await;
             }
         }
     }
