@@ -460,7 +460,7 @@ impl ControllerAgent {
                             .map(|(_, _, newest)| *newest)
                             .max()
                             .unwrap_or(0);
-                        l.leader_epoch = l.leader_epoch.max(past) + 1;
+                        l.leader_epoch = l.leader_epoch.max(past).saturating_add(1);
                     }
                 }
             }

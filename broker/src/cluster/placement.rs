@@ -52,7 +52,7 @@ pub fn place_preferring(
         .map(|(k, v)| {
             let mut l = *v;
             if restarted.contains(&l.leader) && live.contains(&l.leader) {
-                l.leader_epoch += 1;
+                l.leader_epoch = l.leader_epoch.saturating_add(1);
             }
             (k.clone(), l)
         })
@@ -74,7 +74,7 @@ pub fn place_preferring(
             key.clone(),
             Leadership {
                 leader: want,
-                leader_epoch: current.map_or(1, |l| l.leader_epoch + 1),
+                leader_epoch: current.map_or(1, |l| l.leader_epoch.saturating_add(1)),
             },
         );
     }
@@ -98,7 +98,7 @@ pub fn place_preferring(
             key.clone(),
             Leadership {
                 leader: broker,
-                leader_epoch: current.map_or(1, |l| l.leader_epoch + 1),
+                leader_epoch: current.map_or(1, |l| l.leader_epoch.saturating_add(1)),
             },
         );
     }
@@ -137,7 +137,7 @@ pub fn place_preferring(
         if let Some(l) = next.get_mut(&key) {
             *l = Leadership {
                 leader: min_b,
-                leader_epoch: l.leader_epoch + 1,
+                leader_epoch: l.leader_epoch.saturating_add(1),
             };
         }
         *load.entry(max_b).or_default() -= 1;

@@ -131,9 +131,7 @@ impl Leaders {
     /// window) before an epoch this broker can claim.
     async fn give_up(&self, topic_id: &str, partition: u32, epoch: u32) {
         let dir = topic::partition_dir(topic_id, partition);
-        let newest = match audit::newest_claimed_epoch(self.vfs.as_ref(), &dir, &["manifest-"])
-            .await
-        {
+        let newest = match audit::newest_claim_from(self.vfs.as_ref(), &dir, epoch).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::debug!(topic_id, partition, error = %e, "newest epoch claim not read; asking for the next epoch");

@@ -171,17 +171,26 @@ pub async fn newest_claimed_epoch(vfs: &dyn Vfs, dir: &Path, prefixes: &[&str]) 
         })
         .max()
         .unwrap_or(0);
-    let mut newest = listed;
+    newest_claim_from(vfs, dir, listed).await
+}
+
+/// The newest epoch claimed in `dir` from `from` on: each following
+/// epoch's claim opened by path until [`AHEAD`] in a row are missing. A
+/// stray file far past the claims is never reached, which a broker
+/// giving up an epoch relies on (the controller's next epoch goes past
+/// what this finds).
+pub async fn newest_claim_from(vfs: &dyn Vfs, dir: &Path, from: u32) -> io::Result<u32> {
+    let mut newest = from;
     let mut misses = 0;
-    let mut epoch = listed + 1;
-    while misses < AHEAD {
+    let mut next = from.checked_add(1);
+    while let Some(epoch) = next.filter(|_| misses < AHEAD) {
         if vfs::exists_now(vfs, &epoch_path(dir, epoch)).await? {
             newest = epoch;
             misses = 0;
         } else {
             misses += 1;
         }
-        epoch += 1;
+        next = epoch.checked_add(1);
     }
     Ok(newest)
 }
@@ -206,6 +215,35 @@ mod tests {
             cleaned: None,
             given_up_from: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_newest_claim_of_the_last_epoch_there_is_does_not_overflow() {
+        let v: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let dir = Path::new("p");
+        v.mkdir(dir).await.unwrap();
+        for e in [u32::MAX - 1, u32::MAX] {
+            let f = v
+                .open(&epoch_path(dir, e), OpenOptions::create_new())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+        }
+        assert_eq!(
+            newest_claimed_epoch(v.as_ref(), dir, &["manifest-"])
+                .await
+                .unwrap(),
+            u32::MAX
+        );
+        // From epoch 3 on, with 4 and 5 claimed, the walk stops at 5.
+        for e in [4, 5] {
+            let f = v
+                .open(&epoch_path(dir, e), OpenOptions::create_new())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+        }
+        assert_eq!(newest_claim_from(v.as_ref(), dir, 3).await.unwrap(), 5);
     }
 
     #[tokio::test]
