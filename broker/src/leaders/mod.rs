@@ -221,14 +221,12 @@ impl Leaders {
             // the report is dropped once the assignment moves on.
             LogError::Fenced(epoch) => {
                 self.give_up(t, p, epoch).await;
-                drop(log);
-                self.step_down(t, p).await;
+                self.step_down_from(t, p, log).await;
             }
             LogError::Failed(why) => {
-                tracing::warn!(topic_id = %t, partition = p, "stepping down: {why}");
+                tracing::warn!(topic_id = %t, partition = p, epoch = log.epoch(), "stepping down: {why}");
                 self.give_up(t, p, log.epoch()).await;
-                drop(log);
-                self.step_down(t, p).await;
+                self.step_down_from(t, p, log).await;
             }
             e => {
                 tracing::warn!(topic_id = %t, partition = p, error = %e, "{what} failed; retrying next round")
@@ -287,6 +285,31 @@ impl Leaders {
     /// Stops leading a partition (fenced, or no longer assigned here).
     pub(crate) async fn step_down(&self, topic_id: &str, partition: u32) {
         let log = lock(&self.logs).remove(&(topic_id.to_owned(), partition));
+        self.close(topic_id, partition, log).await;
+    }
+
+    /// Stops leading with `log` if it is still the log led here. A
+    /// compaction or retention pass holds its log for as long as it runs
+    /// and may fail long after this broker stepped down from that epoch and
+    /// took the partition over in a newer one: stepping down from whatever
+    /// is led now would drop the newer epoch's log, and the next sync would
+    /// take that epoch over again from the epoch below, without what was
+    /// acknowledged in it (seed 84 with the controller stepping one epoch
+    /// per stuck report: compacted-write-lost).
+    async fn step_down_from(&self, topic_id: &str, partition: u32, log: Arc<PartitionLog>) {
+        let removed = {
+            let mut logs = lock(&self.logs);
+            let key = (topic_id.to_owned(), partition);
+            match logs.get(&key) {
+                Some(led) if Arc::ptr_eq(led, &log) => logs.remove(&key),
+                _ => None,
+            }
+        };
+        drop(log);
+        self.close(topic_id, partition, removed).await;
+    }
+
+    async fn close(&self, topic_id: &str, partition: u32, log: Option<Arc<PartitionLog>>) {
         if let Some(log) = log.and_then(|l| Arc::try_unwrap(l).ok()) {
             if let Err(e) = log.close().await {
                 tracing::warn!(topic_id, partition, error = %e, "closing a partition after stepping down");
