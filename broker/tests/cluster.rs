@@ -61,6 +61,11 @@ async fn second(brokers: &mut [Broker]) -> BTreeMap<u32, Role> {
     roles
 }
 
+/// The newest assignment, which must exist by now.
+async fn newest(reader: &mut AssignmentReader, observer: &dyn Vfs) -> Assignment {
+    reader.refresh(observer).await.unwrap().unwrap().clone()
+}
+
 fn controllers(roles: &BTreeMap<u32, Role>) -> Vec<(u32, u32)> {
     roles
         .iter()
@@ -91,12 +96,7 @@ async fn one_controller_assigns_every_partition_and_a_successor_takes_over() {
     let (controller, epoch) = first.expect("a controller was elected");
     let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
     let mut reader = AssignmentReader::default();
-    let a = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let a = newest(&mut reader, observer.as_ref()).await;
     assert_eq!((a.controller, a.controller_epoch), (controller, epoch));
     assert_eq!(a.partitions.len(), 6);
     let mut load = BTreeMap::new();
@@ -125,12 +125,7 @@ async fn one_controller_assigns_every_partition_and_a_successor_takes_over() {
     let (new_controller, new_epoch) = successor.expect("a successor took over");
     assert_ne!(new_controller, controller);
     assert!(new_epoch > epoch);
-    let b = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let b = newest(&mut reader, observer.as_ref()).await;
     assert!(b.supersedes(&a));
     for (topic_id, p, before) in &a.partitions {
         let after = b.leadership(topic_id, *p).unwrap();
@@ -160,23 +155,13 @@ async fn a_deposed_controller_cannot_move_readers_backwards() {
     }
     let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
     let mut reader = AssignmentReader::default();
-    let first = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let first = newest(&mut reader, observer.as_ref()).await;
     // The first controller stalls; the other broker takes over.
     brokers[first.controller as usize].alive = false;
     for _ in 0..20 {
         second(&mut brokers).await;
     }
-    let current = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let current = newest(&mut reader, observer.as_ref()).await;
     assert!(
         current.controller_epoch > first.controller_epoch,
         "{current:?}"
@@ -190,20 +175,10 @@ async fn a_deposed_controller_cannot_move_readers_backwards() {
     };
     let zombie = brokers[first.controller as usize].vfs.clone();
     assignment::write(zombie.as_ref(), &stale).await.unwrap();
-    let after = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let after = newest(&mut reader, observer.as_ref()).await;
     assert_eq!(after, current);
     let mut fresh_reader = AssignmentReader::default();
-    let seen = fresh_reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let seen = newest(&mut fresh_reader, observer.as_ref()).await;
     assert_eq!(seen, current, "a new reader also takes the newest epoch");
 }
 
@@ -373,12 +348,7 @@ async fn a_stuck_leader_gets_an_epoch_past_the_newest_claim_it_reports() {
     }
     let observer: Arc<dyn Vfs> = Arc::new(nfs.host(9));
     let mut reader = AssignmentReader::default();
-    let first = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let first = newest(&mut reader, observer.as_ref()).await;
     let (l0, l1) = (
         first.leadership(&t.id, 0).unwrap(),
         first.leadership(&t.id, 1).unwrap(),
@@ -400,12 +370,7 @@ async fn a_stuck_leader_gets_an_epoch_past_the_newest_claim_it_reports() {
     for _ in 0..5 {
         second(&mut brokers).await;
     }
-    let after = reader
-        .refresh(observer.as_ref())
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let after = newest(&mut reader, observer.as_ref()).await;
     assert_eq!(
         after.leadership(&t.id, 0).unwrap().leader_epoch,
         l0.leader_epoch + 1

@@ -202,6 +202,17 @@ mod tests {
     use std::sync::Arc;
     use vfs::{MemVfs, OpenOptions};
 
+    /// Claim files for `epochs` in `dir` (their content does not matter here).
+    async fn claim_files(v: &dyn Vfs, dir: &Path, epochs: impl IntoIterator<Item = u32>) {
+        for e in epochs {
+            let f = v
+                .open(&epoch_path(dir, e), OpenOptions::create_new())
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+        }
+    }
+
     fn segment(base: i64, epoch: u32) -> SegmentMeta {
         SegmentMeta {
             base_offset: base,
@@ -222,13 +233,7 @@ mod tests {
         let v: Arc<dyn Vfs> = Arc::new(MemVfs::new());
         let dir = Path::new("p");
         v.mkdir(dir).await.unwrap();
-        for e in [u32::MAX - 1, u32::MAX] {
-            let f = v
-                .open(&epoch_path(dir, e), OpenOptions::create_new())
-                .await
-                .unwrap();
-            f.close().await.unwrap();
-        }
+        claim_files(v.as_ref(), dir, [u32::MAX - 1, u32::MAX]).await;
         assert_eq!(
             newest_claimed_epoch(v.as_ref(), dir, &["manifest-"])
                 .await
@@ -236,13 +241,7 @@ mod tests {
             u32::MAX
         );
         // From epoch 3 on, with 4 and 5 claimed, the walk stops at 5.
-        for e in [4, 5] {
-            let f = v
-                .open(&epoch_path(dir, e), OpenOptions::create_new())
-                .await
-                .unwrap();
-            f.close().await.unwrap();
-        }
+        claim_files(v.as_ref(), dir, [4, 5]).await;
         assert_eq!(newest_claim_from(v.as_ref(), dir, 3).await.unwrap(), 5);
     }
 
@@ -309,13 +308,7 @@ mod tests {
         let v: Arc<dyn Vfs> = Arc::new(MemVfs::new());
         let dir = Path::new("p");
         v.mkdir(dir).await.unwrap();
-        for e in [1, 2, 4] {
-            let f = v
-                .open(&epoch_path(dir, e), OpenOptions::create_new())
-                .await
-                .unwrap();
-            f.close().await.unwrap();
-        }
+        claim_files(v.as_ref(), dir, [1, 2, 4]).await;
         assert_eq!(
             unclaimed_epochs(v.as_ref(), dir, 0, 2).await.unwrap(),
             Vec::<u32>::new()
