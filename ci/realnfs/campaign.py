@@ -283,6 +283,10 @@ def main():
             final.append(f"kaas fsck exited {rc}: {report.strip()[-2000:]}")
         errors = {n: len(wk.errors) for n, wk in work.items()}
         log(f"client errors seen on the way (retried): {errors}")
+        # A read by name looks the name up again on ESTALE; what still
+        # reached a log failed eight lookups in a row (or was no read).
+        stale = {c.name: cluster.broker_log(c).count("Stale file handle") for c in cluster.clients}
+        log(f"broker log lines with ESTALE: {stale}")
     finally:
         cluster.down()
     with open(os.path.join(cluster.work, "campaign.json"), "w") as f:

@@ -250,18 +250,46 @@ pub async fn read_to_end(file: &dyn VfsFile) -> io::Result<Vec<u8>> {
 /// never revert (a newer epoch's claim, a partition that was created); a
 /// "missing" answer can be outdated the moment it returns.
 pub async fn exists_now(vfs: &dyn Vfs, path: &Path) -> io::Result<bool> {
-    match vfs.open(path, OpenOptions::read()).await {
-        Ok(f) => {
-            let _ = f.close().await;
-            Ok(true)
+    let mut tries = 1;
+    loop {
+        match vfs.open(path, OpenOptions::read()).await {
+            Ok(f) => {
+                let _ = f.close().await;
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            // What was opened is gone already; ask the name again.
+            Err(e) if is_stale(&e) && tries < STALE_RETRIES => tries += 1,
+            Err(e) => return Err(e),
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
     }
 }
 
-/// Opens `path` fresh (close-to-open) and reads all of it.
+/// How many times a read by name looks the name up again after ESTALE.
+/// Each try loses only if another host replaced the file between this
+/// host's open and its next call on the handle: on real NFS under a busy
+/// writer about one open in three (`ci/realnfs/run stale`), so eight
+/// losses in a row do not happen while the writer still writes at all.
+const STALE_RETRIES: u32 = 8;
+
+fn is_stale(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StaleNetworkFileHandle
+}
+
+/// Opens `path` fresh (close-to-open) and reads all of it. ESTALE means
+/// the file opened was replaced or removed a moment later, so the name is
+/// looked up again: the caller asked for what the name holds now.
 pub async fn read_file(vfs: &dyn Vfs, path: &Path) -> io::Result<Vec<u8>> {
+    let mut tries = 1;
+    loop {
+        match read_file_once(vfs, path).await {
+            Err(e) if is_stale(&e) && tries < STALE_RETRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+async fn read_file_once(vfs: &dyn Vfs, path: &Path) -> io::Result<Vec<u8>> {
     let file = vfs.open(path, OpenOptions::read()).await?;
     let data = read_to_end(file.as_ref()).await;
     let closed = file.close().await;

@@ -1,0 +1,85 @@
+"""The stale file handle probe: how often a host that reads a file another
+host keeps replacing by rename gets ESTALE, how long it lasts, and which
+way of looking the name up again ends it.
+
+kaas replaces every metadata file by temp + fsync + rename, and the long
+campaign saw a new controller fail its ticks for up to 29 s with ESTALE
+from the fstat right after a successful open of its predecessor's
+assignment. No broker runs here: kaas-0 replaces /mnt/kaas/probe/doc as
+fast as it can, kaas-1 and kaas-2 read it as PosixVfs does, each healing
+its ESTALEs another way (stale_probe.py). The second phase powers the
+writer off halfway, as round 85 did.
+
+  bash ci/realnfs/run stale [--seconds S]"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cluster import BOOT_DEADLINE, Cluster  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROBE = os.path.join(ROOT, "ci", "realnfs", "stale_probe.py")
+DOC = "/mnt/kaas/probe/doc"
+
+
+def results(cluster, phase):
+    out = []
+    for c in cluster.clients:
+        path = os.path.join(cluster.logs, f"probe-{phase}-{c.name}.log")
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("{"):
+                        out.append({"host": c.name, **json.loads(line)})
+                    elif line.strip():
+                        out.append({"host": c.name, "error": line.strip()})
+        except OSError:
+            pass
+    return out
+
+
+def phase(cluster, name, secs, heals, power_loss_after=None):
+    writer, *readers = cluster.clients
+    writer.spawn(f"exec python3 {PROBE} write {DOC} {secs}", f"/logs/probe-{name}-{writer.name}.log")
+    for r, how in zip(readers, heals):
+        r.spawn(f"exec python3 {PROBE} read {DOC} {secs} {how}", f"/logs/probe-{name}-{r.name}.log")
+    if power_loss_after is not None:
+        time.sleep(power_loss_after)
+        writer.power_off()
+        print(f"stale: {name}: powered {writer.name} off after {power_loss_after} s", flush=True)
+        time.sleep(secs - power_loss_after + 15)
+    else:
+        time.sleep(secs + 15)
+    for r in results(cluster, name):
+        print(f"stale: {name}: {json.dumps(r)}", flush=True)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--seconds", type=float, default=60)
+    args = a.parse_args()
+    cluster = Cluster(ROOT)
+    try:
+        cluster.prepare()
+        for h in cluster.hosts:
+            h.launch()
+        deadline = time.monotonic() + BOOT_DEADLINE
+        for h in cluster.hosts:
+            h.wait_agent(deadline)
+        for c in cluster.clients:
+            cluster.mount(c)
+        cluster.clients[0].must("mkdir -p /mnt/kaas/probe")
+        phase(cluster, "steady", args.seconds, ["none", "stat"])
+        phase(cluster, "steady-list", args.seconds, ["list", "none"])
+        phase(cluster, "power-loss", args.seconds, ["none", "stat"],
+              power_loss_after=args.seconds / 2)
+    finally:
+        cluster.down()
+
+
+if __name__ == "__main__":
+    main()
