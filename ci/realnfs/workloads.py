@@ -404,11 +404,26 @@ class Group(Worker):
         problems = list(self.backwards)
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
                       "enable.auto.commit": False, "log_level": QUIET})
+        deadline = time.monotonic() + EVENTUALLY
         try:
-            now = c.committed([TopicPartition(IDEM, p) for p in range(IDEM_PARTITIONS)],
-                              timeout=EVENTUALLY)
-        except KafkaException as e:
-            return {"commits": self.commits, "problems": [f"{GROUP}: offsets unreadable: {e}"]}
+            while True:
+                try:
+                    now = c.committed([TopicPartition(IDEM, p) for p in range(IDEM_PARTITIONS)],
+                                      timeout=max(1, deadline - time.monotonic()))
+                    break
+                except KafkaException as e:
+                    # librdkafka hands a coordinator's move (NOT_COORDINATOR
+                    # after a coordinator gave up its slot, a load still under
+                    # way) to the caller rather than asking the new one.
+                    err = e.args[0]
+                    moving = err.code() in (KafkaError.NOT_COORDINATOR,
+                                            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                            KafkaError.COORDINATOR_NOT_AVAILABLE)
+                    if not (moving or err.retriable()) or time.monotonic() > deadline:
+                        return {"commits": self.commits,
+                                "problems": [f"{GROUP}: offsets unreadable: {e}"]}
+                    self.note(e)
+                    time.sleep(1)
         finally:
             c.close()
         for tp in now:
@@ -602,8 +617,21 @@ class Compacted(Worker):
             lost += 1
             problems.append(f"{COMPACT}: newest {value} acknowledged at {o}, read "
                             f"{r.seen.get((0, o), (None, None))[1]}")
+        # librdkafka acknowledges without an offset the messages a later
+        # batch's success implied (possibly persisted, then implicitly
+        # acknowledged): those are checked by value.
+        read_values = {value for _, value in r.seen.values()}
+        for value, o in acked.items():
+            if o is not None and o >= 0 or value in read_values:
+                continue
+            key, i = value.split("=")
+            if later.get(key, -1) > int(i):
+                continue
+            lost += 1
+            problems.append(f"{COMPACT}: {value} acknowledged without an offset, never read "
+                            f"nor superseded")
         for (_, o), (_, value) in r.seen.items():
-            if value in acked and acked[value] != o:
+            if acked.get(value) is not None and acked[value] >= 0 and acked[value] != o:
                 problems.append(f"{COMPACT}: {value} acknowledged at {acked[value]}, read at {o}")
         values = [v for _, v in r.seen.values()]
         duplicated = len(values) - len(set(values))

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, claim};
+use vfs::durable::{Claim, ClaimToken, claim, create_slot, fill_slot, read_claim};
 
 pub(crate) fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("epoch-{epoch:010}"))
@@ -54,15 +54,28 @@ impl LeadershipFence for EpochClaims {
     }
 }
 
-/// Claims epoch `epoch` for `token`; an error says who holds it otherwise.
+/// Claims epoch `epoch` for `token`: [`Claimed::Now`] if this call made
+/// the claim, [`Claimed::Before`] if `token` had made it already (this
+/// process led, or began to lead, the epoch before); an error says who
+/// holds it otherwise. The same volume calls as `vfs::durable::claim`.
 pub(crate) async fn claim_epoch(
     vfs: &dyn Vfs,
     dir: &Path,
     epoch: u32,
     token: &ClaimToken,
-) -> io::Result<()> {
-    match claim(vfs, &epoch_path(dir, epoch), token, b"leader").await? {
-        Claim::Won => Ok(()),
+) -> io::Result<Claimed> {
+    let slot = epoch_path(dir, epoch);
+    let made = match create_slot(vfs, &slot).await? {
+        Some(file) => {
+            vfs::fault_point!(vfs, "claim.slot-created");
+            fill_slot(file, token, b"leader").await?;
+            vfs::fault_point!(vfs, "claim.slot-filled");
+            Claimed::Now
+        }
+        None => Claimed::Before,
+    };
+    match read_claim(vfs, &slot, token).await? {
+        Claim::Won => Ok(made),
         Claim::Lost { holder, .. } => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!(
@@ -79,6 +92,13 @@ pub(crate) async fn claim_epoch(
             ),
         )),
     }
+}
+
+/// Whose call made an epoch claim that `token` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    Now,
+    Before,
 }
 
 /// Makes sure epoch `epoch` has a claim file, so its leader (if it ever

@@ -155,8 +155,25 @@ async fn claim_and_find_previous(
     epoch: u32,
     token: &ClaimToken,
 ) -> Result<Option<Manifest>, LogError> {
-    fence::claim_epoch(v, dir, epoch, token).await?;
+    let claimed = fence::claim_epoch(v, dir, epoch, token).await?;
     vfs::fault_point!(v, "takeover.epoch-claimed");
+    // This process claimed `epoch` before. If it led it (its manifest
+    // exists), walking down from the epoch below would replace that
+    // manifest without what it acknowledged (seed 84, a log dropped by a
+    // late compaction failure; torn-assignment reintroduced, a stale
+    // version naming this broker again): only a newer epoch may take the
+    // partition over. Without a manifest nothing was acknowledged in it.
+    if claimed == fence::Claimed::Before && Manifest::read(v, dir, epoch).await?.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "leader epoch {epoch} of {} was led by this broker before (its manifest \
+                 exists); only a newer epoch may take the partition over",
+                dir.display()
+            ),
+        )
+        .into());
+    }
     for q in (0..epoch).rev() {
         if q > 0 {
             fence::fence_epoch(v, dir, q, token).await?;
