@@ -224,7 +224,19 @@ impl Vfs for PosixVfs {
                 // Never hand a directory or a FIFO out as a file.
                 o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | direct);
                 let file = o.open(&full).map_err(ctx("open", &full))?;
-                let meta = file.metadata().map_err(ctx("stat", &full))?;
+                let meta = match file.metadata() {
+                    Ok(m) => m,
+                    // NFS: the file opened was replaced or removed by another
+                    // host before this fstat (the campaign saw it for up to
+                    // 29 s in a row). A stat by path makes the kernel look
+                    // the name up again, so the caller's next open by name
+                    // finds what it names now; this handle still reads the
+                    // version it opened, or answers ESTALE itself.
+                    Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
+                        fs::symlink_metadata(&full).map_err(ctx("stat", &full))?
+                    }
+                    Err(e) => return Err(ctx("stat", &full)(e)),
+                };
                 if !meta.is_file() {
                     return Err(io::Error::new(
                         if meta.is_dir() {
