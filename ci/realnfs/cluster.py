@@ -178,6 +178,15 @@ class Cluster:
         """Boots every host, mounts the export on the clients and starts a
         broker on each; seconds it took."""
         began = time.monotonic()
+        self.up_without_brokers()
+        for c in self.clients:
+            self.start_broker(c)
+        for c in self.clients:
+            self.wait_broker(c)
+        return time.monotonic() - began
+
+    def up_without_brokers(self):
+        """Boots every host and mounts the export on the clients."""
         self.prepare()
         for h in self.hosts:
             h.launch()
@@ -186,11 +195,6 @@ class Cluster:
             h.wait_agent(deadline)
         for c in self.clients:
             self.mount(c)
-        for c in self.clients:
-            self.start_broker(c)
-        for c in self.clients:
-            self.wait_broker(c)
-        return time.monotonic() - began
 
     def boot(self, host):
         """Powers a host on again (after power_off) and waits for its

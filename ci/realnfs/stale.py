@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cluster import BOOT_DEADLINE, SERVER_IP, Cluster  # noqa: E402
+from cluster import SERVER_IP, Cluster  # noqa: E402
 from faults import drop  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -92,14 +92,7 @@ def main():
     args = a.parse_args()
     cluster = Cluster(ROOT)
     try:
-        cluster.prepare()
-        for h in cluster.hosts:
-            h.launch()
-        deadline = time.monotonic() + BOOT_DEADLINE
-        for h in cluster.hosts:
-            h.wait_agent(deadline)
-        for c in cluster.clients:
-            cluster.mount(c)
+        cluster.up_without_brokers()
         cluster.clients[0].must("mkdir -p /mnt/kaas/probe")
         if args.only == "server-crash-then-cut":
             server_crash_then_cut(cluster, args.seconds)

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use vfs::Vfs;
-use vfs::durable::{Claim, ClaimToken, claim, create_slot, fill_slot, read_claim};
+use vfs::durable::{Claim, ClaimToken, claim, claim_noting_creation};
 
 pub(crate) fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("epoch-{epoch:010}"))
@@ -57,25 +57,21 @@ impl LeadershipFence for EpochClaims {
 /// Claims epoch `epoch` for `token`: [`Claimed::Now`] if this call made
 /// the claim, [`Claimed::Before`] if `token` had made it already (this
 /// process led, or began to lead, the epoch before); an error says who
-/// holds it otherwise. The same volume calls as `vfs::durable::claim`.
+/// holds it otherwise.
 pub(crate) async fn claim_epoch(
     vfs: &dyn Vfs,
     dir: &Path,
     epoch: u32,
     token: &ClaimToken,
 ) -> io::Result<Claimed> {
-    let slot = epoch_path(dir, epoch);
-    let made = match create_slot(vfs, &slot).await? {
-        Some(file) => {
-            vfs::fault_point!(vfs, "claim.slot-created");
-            fill_slot(file, token, b"leader").await?;
-            vfs::fault_point!(vfs, "claim.slot-filled");
+    let (outcome, created) =
+        claim_noting_creation(vfs, &epoch_path(dir, epoch), token, b"leader").await?;
+    match outcome {
+        Claim::Won => Ok(if created {
             Claimed::Now
-        }
-        None => Claimed::Before,
-    };
-    match read_claim(vfs, &slot, token).await? {
-        Claim::Won => Ok(made),
+        } else {
+            Claimed::Before
+        }),
         Claim::Lost { holder, .. } => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!(

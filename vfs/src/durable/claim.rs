@@ -57,12 +57,27 @@ pub async fn claim(
     token: &ClaimToken,
     payload: &[u8],
 ) -> io::Result<Claim> {
-    if let Some(file) = create_slot(vfs, slot).await? {
-        crate::fault_point!(vfs, "claim.slot-created");
-        fill_slot(file, token, payload).await?;
-        crate::fault_point!(vfs, "claim.slot-filled");
-    }
-    read_claim(vfs, slot, token).await
+    Ok(claim_noting_creation(vfs, slot, token, payload).await?.0)
+}
+
+/// [`claim`], and whether this call created the slot: a `Won` slot this
+/// call did not create was filled by an earlier call with the same token.
+pub async fn claim_noting_creation(
+    vfs: &dyn Vfs,
+    slot: &Path,
+    token: &ClaimToken,
+    payload: &[u8],
+) -> io::Result<(Claim, bool)> {
+    let created = match create_slot(vfs, slot).await? {
+        Some(file) => {
+            crate::fault_point!(vfs, "claim.slot-created");
+            fill_slot(file, token, payload).await?;
+            crate::fault_point!(vfs, "claim.slot-filled");
+            true
+        }
+        None => false,
+    };
+    Ok((read_claim(vfs, slot, token).await?, created))
 }
 
 /// The first half of [`claim`]: the exclusive create. `None` if the slot

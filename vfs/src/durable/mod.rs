@@ -17,7 +17,10 @@ mod names;
 mod remove;
 mod replace;
 
-pub use claim::{Claim, ClaimToken, claim, create_slot, fill_slot, make_durable, read_claim};
+pub use claim::{
+    Claim, ClaimToken, claim, claim_noting_creation, create_slot, fill_slot, make_durable,
+    read_claim,
+};
 pub use envelope::{EnvelopeError, open_envelope, seal};
 pub use names::{is_nfs_silly_rename, is_temp_name};
 pub use remove::{Removal, converge_remove};
