@@ -160,6 +160,7 @@ def run_round(i, p, cluster, admin, work):
             log(f"round {i}: the {name} check took {time.monotonic() - began:.0f} s; "
                 f"its client's last errors: {worker.errors[-3:]}")
     row["problems"] = problems
+    cluster.evidence(f"round{i:03}")
     log(f"round {i}: failover {fmt(row.get('failover'))} s (every partition led again "
         f"{fmt(row.get('led'))} s), first ack {fmt(row.get('first_ack'))} s"
         f", {row['idem']['acked']} acknowledged, {row['idem']['lost']} lost, "
@@ -287,6 +288,11 @@ def main():
         # reached a log failed eight lookups in a row (or was no read).
         stale = {c.name: cluster.broker_log(c).count("Stale file handle") for c in cluster.clients}
         log(f"broker log lines with ESTALE: {stale}")
+        # Of those, an fstat right after an open that failed ESTALE, then
+        # whether the stat by path that follows found the name again.
+        for healed in ("true", "false"):
+            n = {c.name: cluster.broker_log(c).count(f"healed={healed}") for c in cluster.clients}
+            log(f"fstat ESTALE after an open, stat by path healed={healed}: {n}")
     finally:
         cluster.down()
     with open(os.path.join(cluster.work, "campaign.json"), "w") as f:

@@ -213,6 +213,7 @@ class Cluster:
                 f"mountpoint -q /mnt/kaas || mount -t nfs4 -o {MOUNT_OPTIONS} "
                 f"{SERVER_IP}:/ /mnt/kaas", timeout=60)
             if rc == 0:
+                client.sh(TRACE_ON, timeout=30)
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{client.name}: mount failed: {err.strip()}")
@@ -266,6 +267,20 @@ class Cluster:
                 held[parts[0]] = held.get(parts[0], 0) + int(parts[1])
         return held
 
+    def evidence(self, label):
+        """Saves what each live client's kernel recorded since the last
+        call (TRACE_ON's NFS events) and which files its broker holds open
+        under cluster/ or deleted, as logs/evidence-<host>-<label>.txt; the
+        files of a round with a stale file handle say whether an open was
+        served from cached state and by whom it was held."""
+        for c in self.clients:
+            if c.proc is None:
+                continue
+            rc, out, _ = c.sh(EVIDENCE, timeout=60)
+            if rc == 0 and out.strip():
+                with open(os.path.join(self.logs, f"evidence-{c.name}-{label}.txt"), "w") as f:
+                    f.write(out)
+
     def down(self):
         for h in self.hosts:
             h.power_off()
@@ -277,6 +292,29 @@ class Cluster:
                 return f.read()
         except OSError:
             return ""
+
+
+# The NFS client's events that tell a stale name from a stale open: an
+# open served from state the client already held (no OPEN sent), opens,
+# GETATTRs and revalidations that failed, and the state manager's
+# recovery after a server restart or a lease lost. Best effort: a kernel
+# without them runs the campaign all the same.
+TRACE_EVENTS = [("nfs4/nfs4_cached_open", ""), ("nfs4/nfs4_open_file", "error != 0"),
+                ("nfs4/nfs4_getattr", "error != 0"), ("nfs4/nfs4_open_reclaim", ""),
+                ("nfs4/nfs4_open_expired", ""), ("nfs4/nfs4_state_mgr_failed", ""),
+                ("nfs4/nfs4_close", "error != 0"),
+                ("nfs/nfs_revalidate_inode_exit", "error != 0")]
+TRACE_ON = ("T=/sys/kernel/tracing; mountpoint -q $T || mount -t tracefs tracefs $T; "
+            "echo 8192 > $T/buffer_size_kb; " + "".join(
+                f"if [ -d $T/events/{e} ]; then "
+                + (f"echo '{f}' > $T/events/{e}/filter; " if f else "")
+                + f"echo 1 > $T/events/{e}/enable; fi; " for e, f in TRACE_EVENTS) + "true")
+# Opens of names that do not exist and the grace period's refusals are
+# every round's normal traffic; left out.
+EVIDENCE = ("T=/sys/kernel/tracing; grep -v '^#' $T/trace 2>/dev/null "
+            "| grep -vE 'error=-2 [(]ENOENT[)]|error=-10013 [(]GRACE[)]'; echo > $T/trace; "
+            "for p in $(pgrep -x kaas); do ls -l /proc/$p/fd 2>/dev/null "
+            "| grep -E 'cluster/|deleted' | sed 's/^/kaas holds: /'; done; true")
 
 
 def mount_line(client):

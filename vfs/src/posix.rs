@@ -233,7 +233,12 @@ impl Vfs for PosixVfs {
                     // finds what it names now; this handle still reads the
                     // version it opened, or answers ESTALE itself.
                     Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
-                        fs::symlink_metadata(&full).map_err(ctx("stat", &full))?
+                        let looked_up = fs::symlink_metadata(&full);
+                        // Logged so a real-NFS run can count these and see
+                        // whether the stat by path healed the name.
+                        tracing::warn!(path = %full.display(), healed = looked_up.is_ok(),
+                            "fstat after open: Stale file handle (ESTALE); looked the name up again");
+                        looked_up.map_err(ctx("stat", &full))?
                     }
                     Err(e) => return Err(ctx("stat", &full)(e)),
                 };
