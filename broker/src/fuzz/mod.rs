@@ -5,8 +5,9 @@
 //! torn write, a foreign file or a bit flip must be an error, never a
 //! panic). None may panic, hang or allocate without bound on any input.
 //!
-//! The unit tests replay the corpus committed in `fuzz/corpus`, so a
-//! plain `cargo test` keeps every input a fuzzer ever kept working.
+//! The unit tests replay every target's seeds and the regressions in
+//! `fuzz/regressions`, so a plain `cargo test` keeps every input that
+//! once broke a decoder working.
 
 mod answer;
 mod batches;

@@ -1,9 +1,11 @@
-//! Writes the seed inputs of each target's corpus: real requests of every
-//! API and version, batches the broker builds, the files it writes. Run
-//! by hand (`cargo test -p broker --lib fuzz::seeds -- --ignored`) when a
-//! format changes; the fuzzers grow the corpus from these.
+//! The seed inputs of each fuzz target, made from the code: real requests
+//! of every API and version, batches the broker builds, the files it
+//! writes. `cargo test` replays them (`corpus.rs`); `ci/fuzz/run` writes
+//! them into the corpus it grows outside the repository
+//! (`cargo test -p broker --lib fuzz::seeds -- --ignored`), so a format
+//! change reaches the fuzzers with no file to regenerate.
 #![allow(clippy::unwrap_used)]
-// The repository's corpus files, not the volume.
+// The fuzz corpus on this machine, not the volume.
 #![allow(clippy::disallowed_methods)]
 
 use std::path::PathBuf;
@@ -16,15 +18,38 @@ use crate::log::batch;
 use crate::protocol::unsupported::tests::default_request;
 use crate::protocol::versions;
 
-fn put(target: &str, name: &str, data: &[u8]) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
+/// One seed: the target it feeds, a name that says what it is, its bytes.
+pub(super) struct Seed {
+    pub target: &'static str,
+    pub name: String,
+    pub data: Vec<u8>,
 }
 
-fn request_frames() {
+#[derive(Default)]
+struct Seeds(Vec<Seed>);
+
+impl Seeds {
+    fn put(&mut self, target: &'static str, name: &str, data: &[u8]) {
+        self.0.push(Seed {
+            target,
+            name: name.to_string(),
+            data: data.to_vec(),
+        });
+    }
+}
+
+/// Every target's seeds.
+pub(super) fn all() -> Vec<Seed> {
+    let mut s = Seeds::default();
+    request_frames(&mut s);
+    record_sets(&mut s);
+    metadata_files(&mut s);
+    partition_files(&mut s);
+    sasl_exchanges(&mut s);
+    s.0
+}
+
+fn request_frames(s: &mut Seeds) {
     for api in ApiKey::iter() {
         let (Some(request), Some((min, max))) = (default_request(api), versions::supported(api))
         else {
@@ -42,15 +67,15 @@ fn request_frames() {
             {
                 continue;
             }
-            put("request_frame", &format!("{api:?}-v{version}"), &buf);
+            s.put("request_frame", &format!("{api:?}-v{version}"), &buf);
             let mut alone = vec![0u8];
             alone.extend_from_slice(&buf);
-            put("request_answer", &format!("{api:?}-v{version}"), &alone);
+            s.put("request_answer", &format!("{api:?}-v{version}"), &alone);
         }
     }
 }
 
-fn record_sets() {
+fn record_sets(s: &mut Seeds) {
     let plain = batch::build((-1, -1, -1), 1000, &[b"a", b"bb", b""]);
     let idempotent = batch::build((7, 1, 5), 1000, &[b"v1", b"v2"]);
     let txn = batch::build_transactional((8, 0, 0), 1000, &[b"t"]);
@@ -70,14 +95,14 @@ fn record_sets() {
     ] {
         let mut input = vec![1u8];
         input.extend_from_slice(&set);
-        put("record_set", name, &input);
+        s.put("record_set", name, &input);
         let mut produce = vec![8u8, 0];
         produce.extend_from_slice(&set);
-        put("partition_files", &format!("produce-{name}"), &produce);
+        s.put("partition_files", &format!("produce-{name}"), &produce);
     }
 }
 
-fn metadata_files() {
+fn metadata_files(s: &mut Seeds) {
     use crate::cluster::assignment::Assignment;
     use crate::groups::store::GroupRecord;
     use crate::security::{AclSet, Credentials};
@@ -157,14 +182,14 @@ fn metadata_files() {
     for (which, name, payload) in payloads {
         let mut sealed = vec![which | 0x80];
         sealed.extend_from_slice(&payload);
-        put("metadata_file", &format!("sealed-{name}"), &sealed);
+        s.put("metadata_file", &format!("sealed-{name}"), &sealed);
         let mut raw = vec![which];
         raw.extend_from_slice(&payload);
-        put("metadata_file", &format!("raw-{name}"), &raw);
+        s.put("metadata_file", &format!("raw-{name}"), &raw);
     }
 }
 
-fn partition_files() {
+fn partition_files(s: &mut Seeds) {
     for (name, bytes) in super::partition::base_files() {
         let case: u8 = if name.ends_with(".log") {
             1
@@ -181,28 +206,28 @@ fn partition_files() {
         };
         let mut input = vec![case];
         input.extend_from_slice(&bytes);
-        put("partition_files", &format!("whole-{name}"), &input);
+        s.put("partition_files", &format!("whole-{name}"), &input);
         if case == 5 {
             if let Some(payload) = payload_of(&bytes) {
                 let mut sealed = vec![6u8];
                 sealed.extend_from_slice(payload);
-                put("partition_files", &format!("sealed-{name}"), &sealed);
+                s.put("partition_files", &format!("sealed-{name}"), &sealed);
                 let mut meta = vec![0x81u8];
                 meta.extend_from_slice(payload);
-                put("metadata_file", &format!("sealed-{name}"), &meta);
+                s.put("metadata_file", &format!("sealed-{name}"), &meta);
             }
         }
         if case == 1 {
             let mut tail = vec![2u8];
             tail.extend_from_slice(&bytes[..bytes.len().min(100)]);
-            put("partition_files", &format!("extend-{name}"), &tail);
+            s.put("partition_files", &format!("extend-{name}"), &tail);
         }
     }
     for case in 1u8..8 {
-        put("partition_files", &format!("case-{case}-empty"), &[case]);
+        s.put("partition_files", &format!("case-{case}-empty"), &[case]);
         let mut torn = vec![case];
         torn.extend_from_slice(&batch::build((-1, -1, -1), 7, &[b"torn"])[..40]);
-        put("partition_files", &format!("case-{case}-torn"), &torn);
+        s.put("partition_files", &format!("case-{case}-torn"), &torn);
     }
 }
 
@@ -213,13 +238,13 @@ fn payload_of(bytes: &[u8]) -> Option<&[u8]> {
     bytes.get(6 + kind_len + 4..bytes.len().checked_sub(4)?)
 }
 
-fn sasl_exchanges() {
-    put(
+fn sasl_exchanges(s: &mut Seeds) {
+    s.put(
         "sasl_exchange",
         "plain",
         b"\x02\x00\x00fuzz\x00fuzz-password",
     );
-    put(
+    s.put(
         "sasl_exchange",
         "plain-v0",
         b"\x06\x00\x00fuzz\x00fuzz-password",
@@ -234,16 +259,26 @@ fn sasl_exchanges() {
         input.extend_from_slice(b"n,,n=fuzz,r=abcdef");
         input.push(0);
         input.extend_from_slice(b"c=biws,r=abcdefXYZ,p=dGhpcyBpcyBub3QgYSBwcm9vZg==");
-        put("sasl_exchange", name, &input);
+        s.put("sasl_exchange", name, &input);
     }
 }
 
+/// Where `ci/fuzz/run` grows each target's corpus: `KAAS_FUZZ_CORPUS`,
+/// or `target/fuzz-corpus` of the workspace.
+fn corpus_root() -> PathBuf {
+    std::env::var_os("KAAS_FUZZ_CORPUS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fuzz-corpus"),
+        PathBuf::from,
+    )
+}
+
 #[test]
-#[ignore = "writes the seed corpus; run by hand"]
+#[ignore = "writes the seeds into the corpus outside the repository; ci/fuzz/run calls it"]
 fn write_seeds() {
-    request_frames();
-    record_sets();
-    metadata_files();
-    partition_files();
-    sasl_exchanges();
+    let root = corpus_root();
+    for seed in all() {
+        let dir = root.join(seed.target);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("seed-{}", seed.name)), &seed.data).unwrap();
+    }
 }
