@@ -355,7 +355,7 @@ pub struct Fsck {
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct ScramUser {
-    /// The user name (its principal is User:<name>).
+    /// The user name (its principal is `User:<name>`).
     #[arg(long)]
     pub user: String,
     /// A file holding the password (a mounted Secret); its trailing newline

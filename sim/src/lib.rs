@@ -18,7 +18,7 @@
 //! | `workload` | producers, the consumer, the committer and the lag reader of its group, the churning admin, the producer-id racer, the final reader; the history |
 //! | `members` | consumer group members (classic protocol) |
 //! | `next_members` | members of a consumer-protocol group (KIP-848), for consumer-group-overlap |
-//! | [`pipeliner`] | once the faults healed, a client pipelining transactional and plain produce requests as librdkafka does: every request answered within its timeout |
+//! | `pipeliner` | once the faults healed, a client pipelining transactional and plain produce requests as librdkafka does: every request answered within its timeout |
 //! | `transactor` | transactional producers (commit, abort, abandon, offsets, fencing, KIP-360 epoch bumps, offsets for a group never added) and a read_committed reader |
 //! | `guard` | an admin flipping an ACL on and off while a probe writes the topic it guards |
 //! | `logins` | an admin switching a user's password while a probe logs in with one of them |

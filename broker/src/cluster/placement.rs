@@ -35,7 +35,7 @@ pub fn place(
     place_preferring(previous, live, restarted, partitions, &BTreeMap::new())
 }
 
-/// [`place`], where a partition whose `preferred` broker is live leads
+/// The placement `place` describes (tests call it without preferences), where a partition whose `preferred` broker is live leads
 /// there (moved under a new epoch if it led elsewhere) and is never moved
 /// away to even out the load; a partition whose preferred broker is not
 /// live is placed as any other.

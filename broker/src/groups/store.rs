@@ -97,7 +97,7 @@ pub async fn read_at(vfs: &dyn Vfs, path: &Path) -> io::Result<Option<GroupRecor
 }
 
 /// The newest record of a group at or below `epoch` (see
-/// [`slot_files::load`]).
+/// `slot_files::load`).
 pub async fn load(
     vfs: &dyn Vfs,
     slot: u32,

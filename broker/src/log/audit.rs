@@ -151,7 +151,7 @@ async fn newest_manifest(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Manifes
 /// Claims are dense (a taker-over fences every epoch below its own), so
 /// from the newest epoch the listing shows (claims, and files named
 /// `<prefix><epoch>`), each following epoch's claim is opened by path
-/// until [`AHEAD`] in a row are missing; a stale listing only makes the
+/// until `AHEAD` in a row are missing; a stale listing only makes the
 /// walk longer (a missing directory, one that lists nothing).
 pub async fn newest_claimed_epoch(vfs: &dyn Vfs, dir: &Path, prefixes: &[&str]) -> io::Result<u32> {
     // A lookup cache may still say the directory is missing: the walk
@@ -175,7 +175,7 @@ pub async fn newest_claimed_epoch(vfs: &dyn Vfs, dir: &Path, prefixes: &[&str]) 
 }
 
 /// The newest epoch claimed in `dir` from `from` on: each following
-/// epoch's claim opened by path until [`AHEAD`] in a row are missing. A
+/// epoch's claim opened by path until `AHEAD` in a row are missing. A
 /// stray file far past the claims is never reached, which a broker
 /// giving up an epoch relies on (the controller's next epoch goes past
 /// what this finds).

@@ -23,7 +23,7 @@ impl PartitionLog {
     }
 
     /// A takeover that, where the plain one holds a damaged partition
-    /// offline, gives the damage up ([`give_up`](super::give_up)) and
+    /// offline, gives the damage up (`give_up`) and
     /// says what it gave up: `kaas fsck --repair --truncate-damaged`, on
     /// an operator's word only.
     #[allow(clippy::too_many_arguments)]
