@@ -18,12 +18,19 @@
 //! | [`leaders`] | the partitions this broker leads: takeovers, step-downs, retention |
 //! | [`log`] | the partition log: topics, staging, manifests, segments, fencing |
 //! | [`groups`] | consumer group coordinators and their files |
+//! | `slot_files` | the per-key files of a coordinator slot, shared by groups and transactions |
+//! | [`txn`] | transaction coordinators: each transactional id's state in its slot, markers |
+//! | [`peer`] | calls to another broker (transaction markers, AddPartitionsToTxn verification) |
 //! | [`producer_ids`] | producer id blocks for idempotent producers |
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
 //! | [`api`] | the answers to Kafka requests, one file per API family |
 //! | [`security`] | listeners, TLS, SASL, SCRAM credentials and ACLs on the volume |
 //! | [`quota`] | client quotas: produce and fetch byte rates per user and client id, and throttling |
 //! | `fuzz` | entry points of the fuzz targets in `fuzz/` (feature `fuzzing`, and the tests) |
+//! | [`fsck`] | `kaas fsck`: reads the whole volume and reports (or repairs) what is wrong |
+//! | [`mount_check`] | the data directory's NFS mount options, checked at start-up |
+//! | [`metrics`] | the Prometheus metrics on the health listener |
+//! | `process_metrics` | the `process_*` metrics from `/proc/self` (production build only) |
 //! | [`health`] | `/livez` and `/readyz` for Kubernetes probes |
 //! | [`clock`] | the wall clock, for record timestamps only |
 //! | `historical` | the historical bugs' old code paths (simulation build only) |

@@ -40,7 +40,7 @@ pub(crate) fn hash(key: &str) -> String {
 }
 
 pub(crate) fn path<T: SlotRecord>(slot: u32, key: &str, epoch: u32) -> PathBuf {
-    slot_dir(slot).join(format!("{}{}-{epoch:010}", T::PREFIX, hash(key)))
+    crate::layout::slot_file(slot, T::PREFIX, &hash(key), epoch)
 }
 
 /// `(hash, epoch)` of a file name of `T`; `None` for anything else.
@@ -54,7 +54,7 @@ pub(crate) fn parse_name<T: SlotRecord>(name: &str) -> Option<(&str, u32)> {
 
 /// The file of `T` named by `(hash, epoch)` as [`parse_name`] read them.
 pub(crate) fn path_of_hash<T: SlotRecord>(slot: u32, hash: &str, epoch: u32) -> PathBuf {
-    slot_dir(slot).join(format!("{}{hash}-{epoch:010}", T::PREFIX))
+    crate::layout::slot_file(slot, T::PREFIX, hash, epoch)
 }
 
 /// Reads a file by its exact name (a fresh open).

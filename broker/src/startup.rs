@@ -9,7 +9,6 @@
 //! id by `cluster::id_claim`. The rest is here.
 
 use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,10 +36,7 @@ pub(crate) fn refuses_writes(e: io::Error) -> io::Error {
 /// is this broker), so one left behind by a crash is swept at the next
 /// start with the heartbeat's other temps.
 pub(crate) async fn probe_writable(vfs: &dyn Vfs, broker_id: u32) -> io::Result<()> {
-    let path = Path::new(layout::BROKERS_DIR).join(format!(
-        ".{broker_id}.tmp-{:016x}",
-        madsim::rand::random::<u64>()
-    ));
+    let path = layout::write_probe(broker_id, madsim::rand::random::<u64>());
     let explain = refuses_writes;
     let file = vfs
         .open(&path, OpenOptions::create_new())
@@ -109,7 +105,12 @@ mod tests {
     async fn a_writable_volume_passes_the_probe_and_keeps_nothing() {
         let vfs = volume().await;
         probe_writable(vfs.as_ref(), 1).await.unwrap();
-        assert!(vfs.read_dir(Path::new("brokers")).await.unwrap().is_empty());
+        assert!(
+            vfs.read_dir(std::path::Path::new(layout::BROKERS_DIR))
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     // Real sockets: madsim's simulated TCP neither closes a dropped

@@ -36,6 +36,7 @@
 //! | `scenario` | scenario files (`scenarios/*.toml`) |
 //! | [`swarm`] | the world each seed draws: which faults, how often, how hard |
 //! | `nfs_hook` | crashes a killed node's NFS host |
+//! | `twins` | a second process started with a broker id that already runs |
 //! | `fault_points` | what a broker's fault point does when reached: hold the task, or crash the broker there |
 //! | [`trace`] | the run's trace and its digest |
 

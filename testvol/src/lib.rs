@@ -18,6 +18,14 @@
 //! takes commands on a control socket ([`control`]).
 //!
 //! A test tool: never part of the broker or its image.
+//!
+//! | module | what it is |
+//! |---|---|
+//! | `journal` | what is not durable yet, and how a power cut takes it back ([`Journal`]) |
+//! | [`volume`] | the state the mounts share: the journal, inode numbers, open handles, faults |
+//! | [`mount`] | one FUSE mount: one client host, with its own caches |
+//! | [`control`] | the control socket's commands (cut power, faults, counters) |
+//! | `main.rs` | the `testvol` binary: mounts the volume, serves the control socket |
 
 // A test tool the simulator never runs: it is the filesystem under the
 // broker (std::fs on the backing directory) and serves the kernel from

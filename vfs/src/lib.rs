@@ -21,6 +21,7 @@
 //! | [`model`] | the model NFS: one server, per-host caches, every NFS fault |
 //! | [`durable`] | the multi-step primitives: atomic replace, claims, converge-remove, envelopes |
 //! | [`observed`] | a wrapper that reports every call, its time and its errno (the broker's metrics) |
+//! | [`fault_point`](mod@fault_point) | `fault_point!`: the step boundaries where the simulator may hold, crash or fail a task |
 //! | `testkit` (feature `testkit`) | the contract suite every backend passes, interrupting and counting wrappers, disk bounds |
 
 pub mod durable;

@@ -636,7 +636,7 @@ mod tests {
         let good = topic::create_topic(&v, "good", 2).await.unwrap();
         let torn = topic::create_topic(&v, "torn", 3).await.unwrap();
         let before: BTreeSet<PartitionKey> = (0..3).map(|p| (torn.id.clone(), p)).collect();
-        let meta = topic::topic_dir(&torn.id).join("topic.meta");
+        let meta = crate::layout::topic_meta(&torn.id);
         let f = v.open(&meta, OpenOptions::write()).await.unwrap();
         f.write_at(0, Bytes::from_static(b"\0\0\0garbage"))
             .await

@@ -14,7 +14,6 @@
 //! older than the sweep, and the start retries.
 
 use std::io;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use vfs::Vfs;
@@ -34,13 +33,7 @@ const KEEP: u64 = 32;
 const UNDECIDED_WAIT: Duration = Duration::from_secs(1);
 const UNDECIDED_LOOKS: u32 = 5;
 
-fn slot_prefix(broker: u32) -> String {
-    format!("{broker}.claim-")
-}
-
-pub(crate) fn slot_path(broker: u32, slot: u64) -> PathBuf {
-    PathBuf::from(BROKERS_DIR).join(format!("{}{slot:010}", slot_prefix(broker)))
-}
+use crate::layout::{id_claim as slot_path, id_claim_prefix as slot_prefix};
 
 /// The slot number of a claim file of `broker`, from its name.
 fn parse_slot(broker: u32, name: &str) -> Option<u64> {

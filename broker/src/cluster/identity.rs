@@ -19,7 +19,7 @@
 //! earlier runs at start-up.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use vfs::Vfs;
 use vfs::durable::converge_remove;
@@ -31,17 +31,10 @@ const KIND: &str = "cluster-id";
 
 pub(crate) use crate::layout::identity_dir;
 
-fn id_file() -> PathBuf {
-    identity_dir().join("id")
-}
-
-fn legacy_file() -> PathBuf {
-    Path::new(CLUSTER_DIR).join("id")
-}
-
-fn staging_prefix(broker: u32) -> String {
-    format!(".identity-{broker}-")
-}
+use crate::layout::{
+    cluster_id as id_file, identity_staging_prefix as staging_prefix,
+    legacy_cluster_id as legacy_file, staged_cluster_id,
+};
 
 async fn read_id(vfs: &dyn Vfs, path: &Path) -> io::Result<Option<String>> {
     let payload = stored::read_bytes(vfs, path, KIND).await.map_err(|e| {
@@ -114,13 +107,10 @@ fn check(id: &str, wanted: Option<&str>) -> io::Result<()> {
 /// Stages `proposal` and renames it to `cluster/identity`. Losing the race
 /// is success too: the end state is "an identity exists".
 async fn propose(vfs: &dyn Vfs, broker: u32, proposal: &str) -> io::Result<()> {
-    let staging = Path::new(CLUSTER_DIR).join(format!(
-        "{}{:016x}",
-        staging_prefix(broker),
-        madsim::rand::random::<u64>()
-    ));
+    let staging = crate::layout::identity_staging(broker, madsim::rand::random::<u64>());
     vfs.mkdir(&staging).await?;
-    let staged = stored::write_bytes(vfs, &staging.join("id"), KIND, proposal.as_bytes()).await;
+    let staged =
+        stored::write_bytes(vfs, &staged_cluster_id(&staging), KIND, proposal.as_bytes()).await;
     let placed = match staged {
         Ok(()) => vfs.rename(&staging, &identity_dir()).await,
         Err(e) => Err(e),

@@ -63,7 +63,7 @@ impl PreferredLeaders {
     }
 }
 
-pub(crate) const NAME: &str = "preferred-leaders";
+pub(crate) const NAME: &str = crate::layout::PREFERRED_LEADERS_DOC;
 
 pub fn doc() -> Versioned {
     Versioned::new(layout::CLUSTER_DIR, NAME).in_family(Family::Preferred)

@@ -48,10 +48,7 @@ pub(super) async fn slots(vfs: &dyn Vfs, report: &mut Report) {
         let mut newest_claim = 0;
         for name in names(vfs, &dir, report).await.unwrap_or_default() {
             let path = dir.join(&name);
-            if let Some(e) = name
-                .strip_prefix("epoch-")
-                .and_then(|e| e.parse::<u32>().ok())
-            {
+            if let Some(e) = layout::parse_epoch_claim(&name) {
                 // Only a decided claim's takeover may have fenced below
                 // it; an undecided one's failed at its claim, and the next
                 // takeover fences instead.
@@ -101,13 +98,13 @@ pub(super) async fn slots(vfs: &dyn Vfs, report: &mut Report) {
             all.sort_unstable();
             let newest = all.pop().unwrap_or_default();
             for old in all {
-                let name = match kind {
-                    "transaction" => format!("{}{hash}-{old:010}", TxnRecord::PREFIX),
-                    _ => format!("{}{hash}-{old:010}", GroupRecord::PREFIX),
+                let prefix = match kind {
+                    "transaction" => TxnRecord::PREFIX,
+                    _ => GroupRecord::PREFIX,
                 };
                 report.add(
                     Severity::Warning,
-                    &dir.join(name),
+                    &layout::slot_file_in(&dir, prefix, &hash, old),
                     format!(
                         "{kind} file of a superseded coordinator epoch (epoch {newest} is newer): \
                          never read again; a save interrupted before it removed this one left it"
@@ -154,14 +151,14 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
     let cluster = Path::new(layout::CLUSTER_DIR);
     for name in names(vfs, cluster, report).await.unwrap_or_default() {
         let path = cluster.join(&name);
-        if name.starts_with("controller-") {
+        if name.starts_with(layout::CONTROLLER_PREFIX) {
             claim(vfs, &path, Payload::BrokerId, report).await;
         } else if name.starts_with(&format!("{}-", crate::cluster::preferred::NAME)) {
             claim(vfs, &path, Payload::Preferred, report).await;
         } else if name.starts_with(&format!("{}-", crate::quota::doc::NAME)) {
             claim(vfs, &path, Payload::Quotas, report).await;
         } else if let Some(epoch) = name
-            .strip_prefix("assignment-")
+            .strip_prefix(layout::ASSIGNMENT_PREFIX)
             .and_then(|e| e.parse().ok())
         {
             if let Err(e) = crate::cluster::assignment::read(vfs, epoch).await {
@@ -180,9 +177,9 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
     }
     let security = Path::new(layout::SECURITY_DIR);
     for name in names(vfs, security, report).await.unwrap_or_default() {
-        let payload = if name.starts_with("credentials-") {
+        let payload = if name.starts_with(&format!("{}-", layout::CREDENTIALS_DOC)) {
             Payload::Credentials
-        } else if name.starts_with("acls-") {
+        } else if name.starts_with(&format!("{}-", layout::ACLS_DOC)) {
             Payload::Acls
         } else {
             continue;
@@ -211,7 +208,7 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
 /// A topic's config versions (`config-<n>`, claims holding the configs).
 pub(super) async fn topic_configs(vfs: &dyn Vfs, topic: &Path, report: &mut Report) {
     for name in names(vfs, topic, report).await.unwrap_or_default() {
-        if name.starts_with("config-") {
+        if name.starts_with(layout::CONFIG_PREFIX) {
             claim(vfs, &topic.join(name), Payload::Any, report).await;
         }
     }

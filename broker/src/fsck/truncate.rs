@@ -100,7 +100,8 @@ pub async fn truncate_damaged(vfs: Arc<dyn Vfs>, spec: &str) -> io::Result<Trunc
     }
     let dir = layout::partition_dir(&meta.id, partition);
     let token = ClaimToken::fresh("fsck-truncate-damaged");
-    let mut epoch = newest_claimed_epoch(vfs.as_ref(), &dir, &["manifest-"]).await? + 1;
+    let mut epoch =
+        newest_claimed_epoch(vfs.as_ref(), &dir, &[crate::layout::MANIFEST_PREFIX]).await? + 1;
     for _ in 0..ATTEMPTS {
         let fence = Arc::new(EpochClaims::new(vfs.clone(), dir.clone()));
         match PartitionLog::give_up_damaged(

@@ -70,14 +70,14 @@ async fn base() -> Base {
 fn path_of(which: usize, topic_id: &str) -> PathBuf {
     let partition = layout::partition_dir(topic_id, 0);
     match which {
-        0 => layout::topic_dir(topic_id).join("topic.meta"),
+        0 => layout::topic_meta(topic_id),
         1 => manifest_path(&partition, 5),
         2 => layout::heartbeat(7),
         3 => identity::identity_dir().join("id"),
         4 => layout::assignment(3),
         5 => store::path(0, "g", 2),
         6 => slot_files::path::<TxnRecord>(0, "tx", 2),
-        7 => layout::topic_dir(topic_id).join("config-0000000001"),
+        7 => layout::topic_config(topic_id, 1),
         8 => Path::new(layout::SECURITY_DIR).join("credentials-000000000001"),
         9 => Path::new(layout::SECURITY_DIR).join("acls-000000000001"),
         10 => election::claim_path(2),

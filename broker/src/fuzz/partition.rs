@@ -188,7 +188,7 @@ pub fn partition_files(data: &[u8]) {
 fn newest_manifest(files: &[String], dir: &Path) -> Option<PathBuf> {
     files
         .iter()
-        .filter(|f| f.starts_with("manifest-"))
+        .filter(|f| f.starts_with(crate::layout::MANIFEST_PREFIX))
         .max()
         .map(|f| dir.join(f))
 }

@@ -197,9 +197,9 @@ fn partition_files(s: &mut Seeds) {
             4
         } else if name.ends_with(".index") {
             3
-        } else if name.starts_with("manifest-") {
+        } else if name.starts_with(crate::layout::MANIFEST_PREFIX) {
             5
-        } else if name.starts_with("epoch-") {
+        } else if name.starts_with(crate::layout::EPOCH_PREFIX) {
             7
         } else {
             continue;

@@ -131,7 +131,7 @@ impl Slot {
         let before = vfs.read_dir(&dir).await?;
         let claimed: std::collections::BTreeSet<u32> = before
             .iter()
-            .filter_map(|e| e.name.strip_prefix("epoch-")?.parse().ok())
+            .filter_map(|e| crate::layout::parse_epoch_claim(&e.name))
             .collect();
         for e in (1..epoch).rev().filter(|e| !claimed.contains(e)) {
             fence::fence_epoch(vfs.as_ref(), &dir, e, token).await?;
@@ -153,7 +153,7 @@ impl Slot {
         let txns = crate::txn::load_listed(vfs.as_ref(), slot, epoch, &listing).await?;
         let mut groups = BTreeMap::new();
         for (hash, e) in newest {
-            let p = dir.join(format!("{hash}-{e:010}"));
+            let p = store::path_of_hash(slot, &hash, e);
             match store::read_at(vfs.as_ref(), &p).await {
                 Ok(Some(r)) if !r.deleted => {
                     // Written again as this epoch's before the slot serves:

@@ -86,6 +86,11 @@ pub fn path(slot: u32, group_id: &str, epoch: u32) -> PathBuf {
     slot_files::path::<GroupRecord>(slot, group_id, epoch)
 }
 
+/// The group file named by `(hash, epoch)` as [`parse_name`] read them.
+pub(crate) fn path_of_hash(slot: u32, hash: &str, epoch: u32) -> PathBuf {
+    slot_files::path_of_hash::<GroupRecord>(slot, hash, epoch)
+}
+
 /// `(hash, epoch)` of a group file name; `None` for anything else.
 pub(crate) fn parse_name(name: &str) -> Option<(&str, u32)> {
     slot_files::parse_name::<GroupRecord>(name)

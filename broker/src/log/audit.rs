@@ -136,7 +136,7 @@ pub async fn unclaimed_epochs(
 /// The manifest a new leader would read now: the newest one at or below
 /// the newest claimed epoch ([`newest_claimed_epoch`]).
 async fn newest_manifest(vfs: &dyn Vfs, dir: &Path) -> io::Result<Option<Manifest>> {
-    let newest = newest_claimed_epoch(vfs, dir, &["manifest-"]).await?;
+    let newest = newest_claimed_epoch(vfs, dir, &[crate::layout::MANIFEST_PREFIX]).await?;
     // Claimed epochs whose takeover has not written a manifest (yet, or
     // ever) leave the previous manifest in force.
     for e in (0..=newest).rev() {
@@ -164,7 +164,7 @@ pub async fn newest_claimed_epoch(vfs: &dyn Vfs, dir: &Path, prefixes: &[&str]) 
     let listed = listing
         .iter()
         .filter_map(|e| {
-            let n = std::iter::once("epoch-")
+            let n = std::iter::once(crate::layout::EPOCH_PREFIX)
                 .chain(prefixes.iter().copied())
                 .find_map(|p| e.name.strip_prefix(p))?;
             n.parse::<u32>().ok()
@@ -235,7 +235,7 @@ mod tests {
         v.mkdir(dir).await.unwrap();
         claim_files(v.as_ref(), dir, [u32::MAX - 1, u32::MAX]).await;
         assert_eq!(
-            newest_claimed_epoch(v.as_ref(), dir, &["manifest-"])
+            newest_claimed_epoch(v.as_ref(), dir, &[crate::layout::MANIFEST_PREFIX])
                 .await
                 .unwrap(),
             u32::MAX

@@ -17,9 +17,7 @@ use async_trait::async_trait;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, claim_noting_creation};
 
-pub(crate) fn epoch_path(dir: &Path, epoch: u32) -> PathBuf {
-    dir.join(format!("epoch-{epoch:010}"))
-}
+pub(crate) use crate::layout::epoch_claim as epoch_path;
 
 /// Answers "am I still the leader of this epoch?" by a fresh read of the
 /// volume. The cluster layer will answer from its assignment; the partition

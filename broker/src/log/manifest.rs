@@ -8,7 +8,7 @@
 //! manifests are ignored by construction.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use vfs::Vfs;
@@ -91,9 +91,12 @@ impl SegmentId {
     pub fn file(&self, ext: &str) -> String {
         match self.cleaned {
             None => segment_file(self.base_offset, self.epoch, ext),
-            Some(c) => format!(
-                "{:020}-{:010}-{:010}-{:010}.{ext}",
-                self.base_offset, self.epoch, c.by_epoch, c.pass
+            Some(c) => crate::layout::cleaned_segment_file(
+                self.base_offset,
+                self.epoch,
+                c.by_epoch,
+                c.pass,
+                ext,
             ),
         }
     }
@@ -136,9 +139,7 @@ impl SegmentMeta {
     }
 }
 
-pub fn segment_file(base_offset: i64, epoch: u32, ext: &str) -> String {
-    format!("{base_offset:020}-{epoch:010}.{ext}")
-}
+pub use crate::layout::segment_file;
 
 /// Parses `<base>-<epoch>.<ext>` and, for a cleaned segment,
 /// `<base>-<epoch>-<pass's epoch>-<pass>.<ext>` back.
@@ -164,9 +165,7 @@ pub fn parse_segment_file(name: &str) -> Option<(SegmentId, &str)> {
     ))
 }
 
-pub(crate) fn manifest_path(dir: &Path, epoch: u32) -> PathBuf {
-    dir.join(format!("manifest-{epoch:010}"))
-}
+pub(crate) use crate::layout::manifest as manifest_path;
 
 impl Manifest {
     /// The manifest a new partition starts with (epoch 0, no segments).

@@ -42,7 +42,7 @@ pub struct Creator {
 impl Creator {
     /// `@<broker>.<incarnation hex>`, the suffix of every staging name.
     pub fn suffix(&self) -> String {
-        format!("@{}.{:016x}", self.broker, self.incarnation)
+        crate::layout::staging_suffix(self.broker, self.incarnation)
     }
 
     /// Whether the assignment's live brokers include this very process.
@@ -66,16 +66,17 @@ pub(crate) fn creator_of(entry: &str) -> Option<Creator> {
 
 /// The staging path of topic `id` built by `creator`.
 pub(crate) fn topic_staging(topics_dir: &Path, id: &str, creator: &Creator) -> PathBuf {
-    topics_dir.join(format!("{STAGING_PREFIX}{id}{}", creator.suffix()))
+    crate::layout::topic_staging(topics_dir, id, &creator.suffix())
 }
 
 /// The staging path of partition `p` of the topic in `topic_dir`.
 pub(crate) fn partition_staging(topic_dir: &Path, p: u32, creator: &Creator) -> PathBuf {
-    topic_dir.join(format!(
-        "{STAGING_PREFIX}{p}-{:016x}{}",
+    crate::layout::partition_staging(
+        topic_dir,
+        p,
         madsim::rand::random::<u64>(),
-        creator.suffix()
-    ))
+        &creator.suffix(),
+    )
 }
 
 /// Whether the staging entry `name` may be swept now: its creator is not
@@ -165,7 +166,7 @@ pub async fn take(vfs: &dyn Vfs, dir: &Path, name: &str) -> io::Result<()> {
             format!("{name} is not a staging directory"),
         ));
     };
-    let tombstone = dir.join(format!("{TOMBSTONE_PREFIX}staging-{rest}"));
+    let tombstone = crate::layout::staging_tombstone(dir, rest);
     match vfs.rename(&dir.join(name), &tombstone).await {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}

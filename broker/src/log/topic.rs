@@ -234,7 +234,7 @@ async fn build_and_place(
         // Either our rename happened and its reply was lost, or the
         // sweeper's rename came first: the meta at the final path tells.
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            vfs::exists_now(vfs, &topic_dir(&meta.id).join("topic.meta")).await
+            vfs::exists_now(vfs, &crate::layout::topic_meta(&meta.id)).await
         }
         Err(e) => {
             discard(vfs, &staging).await;
@@ -292,11 +292,17 @@ async fn stage(
     overrides: &BTreeMap<String, String>,
 ) -> io::Result<()> {
     mkdir_fresh(vfs, staging).await?;
-    crate::stored::write_json(vfs, &staging.join("topic.meta"), META_KIND, meta).await?;
+    crate::stored::write_json(vfs, &crate::layout::topic_meta_in(staging), META_KIND, meta).await?;
     if !overrides.is_empty() {
         let json = serde_json::to_vec(overrides).map_err(io::Error::other)?;
         let token = ClaimToken::fresh("creator");
-        claim(vfs, &staging.join("config-0000000001"), &token, &json).await?;
+        claim(
+            vfs,
+            &crate::layout::topic_config_in(staging, 1),
+            &token,
+            &json,
+        )
+        .await?;
     }
     for p in 0..meta.partitions {
         let dir = staging.join(p.to_string());
@@ -431,7 +437,7 @@ pub async fn lookup(vfs: &dyn Vfs, name: &str) -> io::Result<Option<TopicMeta>> 
 /// A topic's meta, with `partitions` counting partitions added after its
 /// creation too.
 pub(crate) async fn read_meta(vfs: &dyn Vfs, id: &str) -> io::Result<TopicMeta> {
-    let path = topic_dir(id).join("topic.meta");
+    let path = crate::layout::topic_meta(id);
     let mut meta: TopicMeta = crate::stored::read_json(vfs, &path, META_KIND)
         .await?
         .ok_or_else(|| {

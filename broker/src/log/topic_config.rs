@@ -9,13 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
 
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, read_claim};
 
 use super::config_defs::{self, ConfigDef};
-use super::topic::topic_dir;
 
 pub(crate) type Overrides = BTreeMap<String, String>;
 
@@ -127,9 +125,7 @@ pub(crate) fn compaction(overrides: &Overrides) -> Option<crate::log::partition:
     })
 }
 
-fn version_path(topic_id: &str, n: u32) -> PathBuf {
-    topic_dir(topic_id).join(format!("config-{n:010}"))
-}
+use crate::layout::topic_config as version_path;
 
 /// The newest complete version and its number (version 0 = no overrides).
 pub async fn read(vfs: &dyn Vfs, topic_id: &str) -> io::Result<(u32, Overrides)> {

@@ -184,7 +184,7 @@ fn precedence(entity: &Entity, user: &str, client_id: &str) -> Option<u8> {
     }
 }
 
-pub(crate) const NAME: &str = "client-quotas";
+pub(crate) const NAME: &str = crate::layout::CLIENT_QUOTAS_DOC;
 
 pub fn doc() -> Versioned {
     Versioned::new(layout::CLUSTER_DIR, NAME).in_family(Family::Quotas)

@@ -75,11 +75,11 @@ impl Default for SecurityConfig {
 }
 
 fn credentials_doc() -> Versioned {
-    Versioned::new(layout::SECURITY_DIR, "credentials")
+    Versioned::new(layout::SECURITY_DIR, layout::CREDENTIALS_DOC)
 }
 
 fn acls_doc() -> Versioned {
-    Versioned::new(layout::SECURITY_DIR, "acls")
+    Versioned::new(layout::SECURITY_DIR, layout::ACLS_DOC)
 }
 
 /// The security state one broker shares among its connections.

@@ -131,7 +131,7 @@ impl Versioned {
     }
 
     fn path(&self, n: u64) -> PathBuf {
-        self.dir.join(format!("{}-{n:012}", self.name))
+        crate::layout::versioned(&self.dir, self.name, n)
     }
 
     async fn exists(&self, vfs: &dyn Vfs, n: u64) -> io::Result<bool> {

@@ -22,6 +22,6 @@ pub use claim::{
     read_claim,
 };
 pub use envelope::{EnvelopeError, open_envelope, seal};
-pub use names::{is_nfs_silly_rename, is_temp_name};
+pub use names::{is_nfs_silly_rename, is_temp_name, temp_name};
 pub use remove::{Removal, converge_remove};
 pub use replace::{atomic_replace, sweep_temps};

@@ -2,7 +2,7 @@
 
 /// Temp files start with a dot so listings of real state can skip them, and
 /// carry the target's name so the target's single writer can sweep its own.
-pub(crate) fn temp_name(target: &str, nonce: u64) -> String {
+pub fn temp_name(target: &str, nonce: u64) -> String {
     format!(".{target}.tmp-{nonce:016x}")
 }
 
