@@ -93,6 +93,23 @@ def settled(admin, deadline_s=w.EVENTUALLY, quiet_s=3):
     return False
 
 
+def led_by(admin, broker):
+    """How many partitions of the idempotent topic `broker` leads now
+    (None if the metadata did not answer)."""
+    try:
+        parts = admin.list_topics(w.IDEM, timeout=20).topics[w.IDEM].partitions
+    except Exception:  # noqa: BLE001 - the round goes on without the count
+        return None
+    return sum(1 for q in parts.values() if q.leader == broker)
+
+
+def timed(rows):
+    """The rounds whose failover says something: a killed or powered-off
+    broker that led none of the idempotent topic's partitions (one just
+    restarted, not given any yet) leaves nothing to fail over."""
+    return [r for r in rows if r.get("victim_led") != 0]
+
+
 def recovered(idem, t0, deadline_s, cluster, gone):
     """({partition: seconds from t0 to its first acknowledgement of a
     record sent after t0}, seconds from t0 until the metadata showed every
@@ -127,7 +144,10 @@ def run_round(i, p, cluster, admin, work):
     if not settled(admin):
         return {"problems": ["the cluster never had three brokers leading every partition "
                              "before the round"]}
-    log(f"round {i}: {faults.describe(p)}")
+    gone = p.get("victim") if p["kind"] in JUDGED else None
+    victim_led = None if gone is None else led_by(admin, gone)
+    log(f"round {i}: {faults.describe(p)}"
+        + ("" if victim_led is None else f" (it leads {victim_led} of {w.IDEM_PARTITIONS})"))
     fault.inject()
     # From when the fault took hold (a kill or a rule is applied through
     # the host's agent, a few hundred ms under emulation): records sent
@@ -136,9 +156,10 @@ def run_round(i, p, cluster, admin, work):
     t0 = time.monotonic()
     fault.heal()
     healed = time.monotonic() - t0
-    gone = p.get("victim") if p["kind"] in JUDGED else None
     first, led = recovered(work["idem"], t0, w.EVENTUALLY + healed, cluster, gone)
     row = {"healed": healed}
+    if victim_led is not None:
+        row["victim_led"] = victim_led
     if led is not None:
         row["led"] = led
     problems = []
@@ -189,10 +210,12 @@ def table(rows):
                    + r["compact"]["lost"] for r in mine)
         dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"] for r in mine)
         resent = sum(r["idem"].get("resent", 0) for r in mine)
-        fo = [r["failover"] for r in mine if "failover" in r]
-        fa = [r["first_ack"] for r in mine if "first_ack" in r]
-        led = [r["led"] for r in mine if "led" in r]
-        lines.append(f"| {kind} | {len(mine)} | {acked} | {lost} | {dup} | {resent} | {spread(led)} | "
+        fo = [r["failover"] for r in timed(mine) if "failover" in r]
+        fa = [r["first_ack"] for r in timed(mine) if "first_ack" in r]
+        led = [r["led"] for r in timed(mine) if "led" in r]
+        idle = len(mine) - len(timed(mine))
+        rounds = f"{len(mine)} ({idle} with a victim leading nothing, not timed)" if idle else len(mine)
+        lines.append(f"| {kind} | {rounds} | {acked} | {lost} | {dup} | {resent} | {spread(led)} | "
                      f"{spread(fo)} | {spread(fa)} |")
     return "\n".join(lines)
 

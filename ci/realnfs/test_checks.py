@@ -35,3 +35,11 @@ def test_only_a_record_re_sent_under_a_new_epoch_is_the_clients_duplicate():
     twice = {"i-4111": [(1, 685), (1, 686)], "i-4105": [(1, 684), (1, 685)]}
     assert w.resent_after_bump(twice, 6, sent) == {"i-4111"}
     assert w.resent_after_bump(twice, 6, {}) == set()
+
+
+def test_a_round_whose_victim_led_nothing_is_not_timed():
+    import campaign
+    rows = [{"kind": "kill-9", "victim_led": 0, "led": 0.3},
+            {"kind": "kill-9", "victim_led": 3, "led": 11.0},
+            {"kind": "cut-from-brokers", "failover": 0.7}]
+    assert [r.get("led") for r in campaign.timed(rows)] == [11.0, None]
