@@ -1,7 +1,7 @@
 //! Where things live on the shared volume, and who writes each of them: the
 //! one home of every top-level directory and path name. Modules build their
-//! paths from these; CONTRIBUTING's table "Files on the volume and their
-//! writers" says how each file changes.
+//! paths from these; the table "Files on the volume and their writers" in
+//! docs/protocols.md says how each file changes.
 //!
 //! ```text
 //! <volume>/

@@ -1,5 +1,5 @@
 """What kaas costs, measured with real clients next to bounds taken in the
-same run: see the module docs of each phase below and README.md.
+same run: see the module docs of each phase below and docs/benchmarks.md.
 
 Run: bash ci/bench/run            (all phases)
      bash ci/bench/run produce    (some phases: bounds produce native latency

@@ -3,7 +3,8 @@ clients (confluent-kafka's AdminClient, librdkafka underneath, and
 kafka-python's KafkaAdminClient) against one broker, each checked for the
 answer Kafka would give. An operation kaas does not serve must fail at
 once with the client's "not supported" error, never hang or be answered
-wrongly; the table in README ("Admin clients") is this file's outcome."""
+wrongly; the table in docs/compatibility.md ("Admin clients") is this
+file's outcome."""
 
 import uuid
 

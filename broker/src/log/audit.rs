@@ -4,7 +4,7 @@
 //!
 //! A segment leaves the volume only after a manifest that no longer names
 //! it is written, and only while its leader's epoch is still current
-//! (CONTRIBUTING's table: retention and DeleteRecords). So the newest
+//! (docs/protocols.md's table: retention and DeleteRecords). So the newest
 //! manifest never names a missing segment; if it does, the records it
 //! promises are gone. And every leader epoch up to the newest manifest's
 //! has a claim file: a takeover fences each epoch it skips before it reads

@@ -5,19 +5,20 @@
 //! then renamed into place in one step. The suffix names the creator: the
 //! broker and the heartbeat incarnation of the process building it.
 //!
-//! The rule (CONTRIBUTING, "Files on the volume"): a staging directory is
-//! taken for abandoned only when its creator can no longer finish it, which
-//! the sweeper judges from the controller's assignment (the live brokers
-//! and their incarnations): a creator that is not live there, seen so for
-//! at least a grace period (one session timeout, so a broker that started
-//! serving before the controller registered it is not mistaken for a dead
-//! one). Even then the sweeper does not remove files in place: it renames
-//! the staging directory to a tombstone first. The creator's own rename
-//! into place and the sweeper's rename to a tombstone have the same
-//! source, so exactly one of them happens (rule 1): either the topic
-//! lands whole, or the creator finds its staging gone and starts over
-//! with a fresh one. A creator that was only paused therefore loses at
-//! most a retry, never files of a topic it is about to name.
+//! The rule (docs/protocols.md, "Who may remove a staging directory"): a
+//! staging directory is taken for abandoned only when its creator can no
+//! longer finish it, which the sweeper judges from the controller's
+//! assignment (the live brokers and their incarnations): a creator that is
+//! not live there, seen so for at least a grace period (one session
+//! timeout, so a broker that started serving before the controller
+//! registered it is not mistaken for a dead one). Even then the sweeper
+//! does not remove files in place: it renames the staging directory to a
+//! tombstone first. The creator's own rename into place and the sweeper's
+//! rename to a tombstone have the same source, so exactly one of them
+//! happens (rule 1): either the topic lands whole, or the creator finds its
+//! staging gone and starts over with a fresh one. A creator that was only
+//! paused therefore loses at most a retry, never files of a topic it is
+//! about to name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

@@ -1,7 +1,7 @@
 //! Compaction (`cleanup.policy` with `compact`): the newest record of every
 //! key is kept, older ones go, offsets never change.
 //!
-//! A pass of this epoch's leader (CONTRIBUTING's table, "compaction"):
+//! A pass of this epoch's leader (docs/protocols.md's table, "compaction"):
 //! 1. choose: the sealed segments below the last stable offset and older
 //!    than `min.compaction.lag.ms` are cleanable; the part above the
 //!    manifest's `cleaned_until` is dirty; a pass runs once the dirty share
