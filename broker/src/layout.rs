@@ -73,12 +73,12 @@ pub fn heartbeat(broker_id: u32) -> PathBuf {
 
 /// The claim of controller epoch `epoch`.
 pub(crate) fn controller_claim(epoch: u32) -> PathBuf {
-    Path::new(CLUSTER_DIR).join(format!("controller-{epoch:010}"))
+    Path::new(CLUSTER_DIR).join(format!("{CONTROLLER_PREFIX}{epoch:010}"))
 }
 
 /// The assignment written by the controller of `controller_epoch`.
 pub fn assignment(controller_epoch: u32) -> PathBuf {
-    Path::new(CLUSTER_DIR).join(format!("assignment-{controller_epoch:010}"))
+    Path::new(CLUSTER_DIR).join(format!("{ASSIGNMENT_PREFIX}{controller_epoch:010}"))
 }
 
 /// The directory holding the cluster id once it is decided.

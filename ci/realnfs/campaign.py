@@ -210,10 +210,11 @@ def table(rows):
                    + r["compact"]["lost"] for r in mine)
         dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"] for r in mine)
         resent = sum(r["idem"].get("resent", 0) for r in mine)
-        fo = [r["failover"] for r in timed(mine) if "failover" in r]
-        fa = [r["first_ack"] for r in timed(mine) if "first_ack" in r]
-        led = [r["led"] for r in timed(mine) if "led" in r]
-        idle = len(mine) - len(timed(mine))
+        measured = timed(mine)
+        fo = [r["failover"] for r in measured if "failover" in r]
+        fa = [r["first_ack"] for r in measured if "first_ack" in r]
+        led = [r["led"] for r in measured if "led" in r]
+        idle = len(mine) - len(measured)
         rounds = f"{len(mine)} ({idle} with a victim leading nothing, not timed)" if idle else len(mine)
         lines.append(f"| {kind} | {rounds} | {acked} | {lost} | {dup} | {resent} | {spread(led)} | "
                      f"{spread(fo)} | {spread(fa)} |")
