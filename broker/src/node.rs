@@ -304,6 +304,8 @@ struct Node {
     /// Rolls segments by age and compacts, a round at a time.
     cleaner: Cleaner,
     retention: Chore,
+    /// Re-reads the configs of the topics led here once per interval.
+    configs_refresh: Chore,
     /// Reads the volume's size and free space once per interval.
     volume_watch: Chore,
     security: Arc<Security>,
@@ -412,6 +414,7 @@ impl Node {
             security_refresher: None,
             cleaner: Cleaner::default(),
             retention: Chore::default(),
+            configs_refresh: Chore::default(),
             volume_watch: Chore::default(),
             security,
             transactions: None,
@@ -547,6 +550,10 @@ impl Node {
             let (leaders, clock) = (self.leaders.clone(), self.config.wall_clock.clone());
             self.retention
                 .start(async move { leaders.enforce_retention(clock.now_ms()).await });
+            // Its own task: a topic config read per topic led.
+            let leaders = self.leaders.clone();
+            self.configs_refresh
+                .start(async move { leaders.refresh_configs().await });
             // Its own task too: statfs on a stalled server waits with it.
             let (vfs, leaders) = (self.vfs.clone(), self.leaders.clone());
             let (metrics, readiness) = (self.metrics.clone(), self.readiness.clone());
@@ -593,7 +600,14 @@ impl Node {
         // NOT_LEADER_OR_FOLLOWER, as from any broker not (yet) leading it.
         self.publish.send_replace(Some(a.clone()));
         self.announced.settled(&a);
-        self.leaders.sync(&a).await;
+        if self.not_serving.is_some() {
+            // Before the first client is served, what it leads is open.
+            self.leaders.sync(&a).await;
+        } else {
+            // Not waited for: the next assignment, perhaps a failover, must
+            // not wait behind this one's takeovers.
+            self.leaders.start_sync(&a).await;
+        }
         self.coordinators.sync(&a).await;
         let registered = a
             .brokers
@@ -684,7 +698,9 @@ impl Node {
         }
         self.cleaner.chore.abort();
         self.retention.abort();
+        self.configs_refresh.abort();
         self.volume_watch.abort();
+        self.leaders.abort_takeovers();
         for server in self.servers {
             server.abort();
         }

@@ -65,7 +65,7 @@ async fn an_unreadable_manifest_holds_the_partition_offline_in_one_epoch() {
         .await
         .unwrap();
 
-    let leaders = Leaders::new(vfs.clone(), 0, LogConfig::default());
+    let leaders = Arc::new(Leaders::new(vfs.clone(), 0, LogConfig::default()));
     let assigned = led_by_0(&meta.id, 2);
     for _ in 0..10 {
         leaders.sync(&assigned).await;

@@ -3,22 +3,20 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use futures_util::stream::{self, StreamExt};
+use tokio::sync::Semaphore;
+use tokio::task::{AbortHandle, JoinHandle};
 use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
 use crate::cluster::assignment::Assignment;
 use crate::heartbeat::Leaderships;
 use crate::log::audit;
-use crate::log::fence::{EpochClaims, LeadershipFence};
 use crate::log::partition::CleanerLimits;
 use crate::log::topic_config::{self, Overrides};
 use crate::log::{LogConfig, LogError, PartitionLog, topic};
 
 mod offline;
-
-/// How many partition takeovers a broker runs at once.
-const TAKEOVERS_AT_ONCE: usize = 32;
+mod takeover;
 
 pub struct Leaders {
     vfs: Arc<dyn Vfs>,
@@ -26,8 +24,16 @@ pub struct Leaders {
     token: ClaimToken,
     config: LogConfig,
     logs: Mutex<BTreeMap<(String, u32), Arc<PartitionLog>>>,
-    /// Config overrides of the topics led here, refreshed by `sync`.
+    /// Config overrides of the topics led here: read at each takeover,
+    /// refreshed by `refresh_configs`.
     configs: Mutex<BTreeMap<String, Overrides>>,
+    /// The partitions the newest assignment gives this broker, in their
+    /// epoch: a takeover keeps the log it opened only if this still names it.
+    wanted: Mutex<BTreeMap<(String, u32), u32>>,
+    /// The takeovers under way, one per partition.
+    opening: Mutex<BTreeMap<(String, u32), AbortHandle>>,
+    /// Bounds the takeovers run at once (see `takeover::AT_ONCE`).
+    takeover_permits: Arc<Semaphore>,
     /// Woken after every append, for fetches waiting for data.
     pub appended: tokio::sync::Notify,
     /// `(topic id, partition, epoch)` this broker can never lead in that
@@ -53,6 +59,9 @@ impl Leaders {
             config,
             logs: Mutex::new(BTreeMap::new()),
             configs: Mutex::new(BTreeMap::new()),
+            wanted: Mutex::new(BTreeMap::new()),
+            opening: Mutex::new(BTreeMap::new()),
+            takeover_permits: Arc::new(Semaphore::new(takeover::AT_ONCE)),
             appended: tokio::sync::Notify::new(),
             stuck: Mutex::new(BTreeMap::new()),
             offline: Mutex::new(offline::Offline::default()),
@@ -156,7 +165,7 @@ impl Leaders {
     }
 
     /// Re-reads the configs of the topics led here and applies them.
-    async fn refresh_configs(&self) {
+    pub async fn refresh_configs(&self) {
         let logs: Vec<((String, u32), Arc<PartitionLog>)> = lock(&self.logs)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -174,16 +183,7 @@ impl Leaders {
                     }
                 }
             }
-            let o = &fresh[&t];
-            let deletes = topic_config::deletes_by_retention(o);
-            let limit = |name| Some(topic_config::get_i64(o, name)).filter(|v| deletes && *v >= 0);
-            log.set_limits(|c| {
-                c.segment_bytes = topic_config::get_i64(o, "segment.bytes").max(14) as u64;
-                c.segment_ms = Some(topic_config::get_i64(o, "segment.ms")).filter(|v| *v > 0);
-                c.retention_ms = limit("retention.ms");
-                c.retention_bytes = limit("retention.bytes").map(|v| v as u64);
-                c.compaction = topic_config::compaction(o);
-            });
+            takeover::apply_limits(&log, &fresh[&t]);
         }
         lock(&self.configs).extend(fresh);
     }
@@ -318,15 +318,33 @@ impl Leaders {
     }
 
     /// Opens every partition the assignment gives this broker (in its
-    /// epoch) and lets go of the others. A takeover that fails is retried at
-    /// the next call.
-    pub async fn sync(&self, a: &Assignment) {
+    /// epoch), lets go of the others and re-reads the configs of the topics
+    /// led, returning once the takeovers it started have ended. A takeover
+    /// that fails is retried at the next call.
+    pub async fn sync(self: &Arc<Self>, a: &Assignment) {
+        for started in self.start_sync(a).await {
+            let _ = started.await;
+        }
+        self.refresh_configs().await;
+    }
+
+    /// [`Self::sync`] without waiting for the takeovers: a broker applying
+    /// an assignment that gives it a topic just created must not keep the
+    /// next one, a failover, waiting for that topic's partitions to open
+    /// (seconds on a slow volume). Steps down at once from what the
+    /// assignment moved away; a takeover still under way when its
+    /// partition moves ends by stepping down (see `takeover`). Returns the
+    /// takeovers started, to wait for them.
+    pub async fn start_sync(self: &Arc<Self>, a: &Assignment) -> Vec<JoinHandle<()>> {
         let mine: BTreeMap<(String, u32), u32> = a
             .partitions
             .iter()
             .filter(|(_, _, l)| l.leader == self.broker)
             .map(|(t, p, l)| ((t.clone(), *p), l.leader_epoch))
             .collect();
+        // Before the logs are looked at: a takeover that ends from now on
+        // keeps its log only if this still names its epoch.
+        *lock(&self.wanted) = mine.clone();
         let held: Vec<((String, u32), u32, bool)> = lock(&self.logs)
             .iter()
             .map(|(k, log)| (k.clone(), log.epoch(), log.has_stopped()))
@@ -346,97 +364,14 @@ impl Leaders {
         // Reports stand until the assignment moved past them.
         lock(&self.stuck).retain(|(t, p, e), _| mine.get(&(t.clone(), *p)) == Some(e));
         lock(&self.offline).retain(|t, p, e| mine.get(&(t.to_owned(), p)) == Some(&e));
-        self.open_assigned(mine).await;
-        self.refresh_configs().await;
+        self.start_takeovers(mine)
     }
 
-    /// Takes over the assigned partitions not led yet, up to
-    /// [`TAKEOVERS_AT_ONCE`] at a time: each takeover is a dozen round trips
-    /// to the volume, so on NFS (a few ms each) a broker inheriting
-    /// hundreds of partitions one by one would leave them unwritable for
-    /// seconds past the failover.
-    async fn open_assigned(&self, mine: BTreeMap<(String, u32), u32>) {
-        let todo: Vec<((String, u32), u32)> = mine
-            .into_iter()
-            .filter(|((t, p), epoch)| {
-                self.get(t, *p).is_none()
-                    && !lock(&self.stuck).contains_key(&(t.clone(), *p, *epoch))
-                    && !lock(&self.offline).waits(t, *p, *epoch)
-            })
-            .collect();
-        stream::iter(todo)
-            .map(|((t, p), epoch)| self.take_over(t, p, epoch))
-            .buffer_unordered(TAKEOVERS_AT_ONCE)
-            .collect::<()>()
-            .await;
-    }
-
-    async fn take_over(&self, t: String, p: u32, epoch: u32) {
-        let dir = topic::partition_dir(&t, p);
-        let fence: Arc<dyn LeadershipFence> =
-            Arc::new(EpochClaims::new(self.vfs.clone(), dir.clone()));
-        let began = tokio::time::Instant::now();
-        let opened = PartitionLog::open_as_leader(
-            self.vfs.clone(),
-            dir,
-            (&t, p),
-            epoch,
-            &self.token,
-            fence.clone(),
-            self.config.clone(),
-        )
-        .await;
-        // A partition held offline is retried in its epoch; once a newer
-        // epoch exists (an operator's `fsck --truncate-damaged` took it
-        // over), a retry there would read an older manifest than the
-        // newest: ask for an epoch past it instead.
-        let opened = match opened {
-            Err(LogError::Unusable(_) | LogError::Io(_))
-                if matches!(fence.still_leader(epoch).await, Ok(false)) =>
-            {
-                Err(LogError::Fenced(epoch))
-            }
-            o => o,
-        };
-        self.metrics
-            .takeover("partition", began.elapsed(), opened.is_ok());
-        match opened {
-            Ok(log) => {
-                if let Some(held) = lock(&self.offline).release(&t, p) {
-                    tracing::warn!(topic_id = %t, partition = p, epoch, was = held.why, "the partition's files are usable again: back online");
-                }
-                tracing::info!(topic_id = %t, partition = p, epoch, "leading");
-                lock(&self.logs).insert((t, p), Arc::new(log));
-            }
-            // A takeover writes a segment and a manifest; with no room
-            // for them, a new epoch would fail the same way: held in this
-            // one, tried again every few seconds.
-            Err(LogError::Io(e)) if crate::log::partition::is_full(&e) => {
-                let why = format!("the volume is full: {e}");
-                if lock(&self.offline).hold(&t, p, epoch, why.clone(), true) {
-                    tracing::error!(topic_id = %t, partition = p, epoch, error = why, "partition held offline until space is freed");
-                }
-            }
-            Err(LogError::Unusable(why)) => {
-                if lock(&self.offline).hold(&t, p, epoch, why.clone(), false) {
-                    tracing::error!(
-                        topic_id = %t,
-                        partition = p,
-                        epoch,
-                        error = why,
-                        retry_secs = offline::RETRY.as_secs(),
-                        "partition held offline: its files on the volume are damaged; produce and \
-                         fetch answer KAFKA_STORAGE_ERROR until they are restored or repaired \
-                         (run kaas fsck; see the runbook)"
-                    );
-                } else {
-                    tracing::debug!(topic_id = %t, partition = p, epoch, error = why, "partition still damaged");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(topic_id = %t, partition = p, epoch, error = %e, "takeover failed; asking for a new epoch");
-                self.give_up(&t, p, epoch).await;
-            }
+    /// Stops the takeovers under way (the broker stops): each is re-driven
+    /// by whoever leads the partition next, as after a crash.
+    pub fn abort_takeovers(&self) {
+        for task in lock(&self.opening).values() {
+            task.abort();
         }
     }
 }
