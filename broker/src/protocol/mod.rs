@@ -4,6 +4,7 @@ pub mod connection;
 mod error_codes;
 pub mod frame;
 pub mod limits;
+pub mod refusal;
 mod response_frame;
 pub mod server;
 pub mod unsupported;

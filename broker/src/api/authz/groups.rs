@@ -2,37 +2,29 @@
 //! to look, DELETE to delete; READ (commit) or DESCRIBE (fetch) on topics;
 //! and FindCoordinator, which needs DESCRIBE on what it locates.
 
-use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as NewDescribed;
-use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
-use kafka_protocol::messages::describe_groups_response::DescribedGroup;
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
-    LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse,
-    RequestKind, ResponseKind, SyncGroupResponse,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest,
+    DescribeGroupsRequest, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsRequest, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, RequestKind, ResponseKind, SyncGroupResponse,
 };
 
-use super::topics::split;
-use super::{Authz, Merge, group_denied, topic_denied};
+use super::{Authz, group_denied, proceed, put_back, refused, topic_denied};
 use crate::api::{Api, name_of};
+use crate::protocol::refusal;
 use crate::security::{Operation, ResourceType, Session};
-
-fn merge(f: impl FnOnce(&mut ResponseKind) + Send + 'static) -> Option<Merge> {
-    Some(Box::new(f))
-}
 
 impl Api {
     fn may_group(&self, s: &Session, op: Operation, group: &str) -> bool {
         self.may(s, op, ResourceType::Group, group)
     }
 
-    pub(super) fn authorize_groups(&self, s: &Session, request: RequestKind) -> Authz {
+    /// Being a member, and deleting offsets: READ (DELETE) on the group,
+    /// or the whole request is refused.
+    pub(super) fn authorize_membership(&self, s: &Session, request: RequestKind) -> Authz {
         use RequestKind as R;
         let denied = group_denied();
         match request {
@@ -68,166 +60,15 @@ impl Api {
                         .with_member_epoch(-1),
                 ))
             }
-            R::OffsetCommit(r) if !self.may_group(s, Operation::Read, r.group_id.as_str()) => {
-                let topics = r
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(t.name.clone())
-                            .with_topic_id(t.topic_id)
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(denied)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
-                Authz::Refuse(ResponseKind::OffsetCommit(
-                    OffsetCommitResponse::default().with_topics(topics),
-                ))
-            }
-            R::OffsetCommit(mut r) => {
-                let (ok, no) = split(std::mem::take(&mut r.topics), |t| {
-                    self.may_topic(s, Operation::Read, name_of(&t.name))
-                });
-                r.topics = ok;
-                let no: Vec<OffsetCommitResponseTopic> = no
-                    .into_iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(t.name)
-                            .with_topic_id(t.topic_id)
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(topic_denied())
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
-                Authz::Proceed(
-                    R::OffsetCommit(r),
-                    merge(move |resp| {
-                        if let ResponseKind::OffsetCommit(c) = resp {
-                            c.topics.extend(no);
-                        }
-                    }),
-                )
-            }
-            R::OffsetFetch(r) => self.authorize_offset_fetch(s, r),
-            R::DescribeGroups(mut r) => {
-                let (ok, no) = split(std::mem::take(&mut r.groups), |g| {
-                    self.may_group(s, Operation::Describe, g.as_str())
-                });
-                r.groups = ok;
-                let no: Vec<DescribedGroup> = no
-                    .into_iter()
-                    .map(|g| {
-                        DescribedGroup::default()
-                            .with_group_id(g)
-                            .with_error_code(denied)
-                    })
-                    .collect();
-                Authz::Proceed(
-                    R::DescribeGroups(r),
-                    merge(move |resp| {
-                        if let ResponseKind::DescribeGroups(d) = resp {
-                            d.groups.extend(no);
-                        }
-                    }),
-                )
-            }
-            R::ConsumerGroupDescribe(mut r) => {
-                let (ok, no) = split(std::mem::take(&mut r.group_ids), |g| {
-                    self.may_group(s, Operation::Describe, g.as_str())
-                });
-                r.group_ids = ok;
-                let no: Vec<NewDescribed> = no
-                    .into_iter()
-                    .map(|g| {
-                        NewDescribed::default()
-                            .with_group_id(g)
-                            .with_error_code(denied)
-                    })
-                    .collect();
-                Authz::Proceed(
-                    R::ConsumerGroupDescribe(r),
-                    merge(move |resp| {
-                        if let ResponseKind::ConsumerGroupDescribe(d) = resp {
-                            d.groups.extend(no);
-                        }
-                    }),
-                )
-            }
-            R::ListGroups(r) => {
-                // DESCRIBE on the cluster lists every group (Kafka's rule).
-                if self.may_quietly(
-                    s,
-                    Operation::Describe,
-                    ResourceType::Cluster,
-                    crate::security::acl::CLUSTER_NAME,
-                ) {
-                    return Authz::Proceed(R::ListGroups(r), None);
-                }
-                let (security, who) = (self.security.clone(), s.who());
-                Authz::Proceed(
-                    R::ListGroups(r),
-                    merge(move |resp| {
-                        if let ResponseKind::ListGroups(l) = resp {
-                            l.groups.retain(|g| {
-                                security.allowed_for(
-                                    &who,
-                                    Operation::Describe,
-                                    ResourceType::Group,
-                                    g.group_id.as_str(),
-                                )
-                            });
-                        }
-                    }),
-                )
-            }
-            R::DeleteGroups(mut r) => {
-                let (ok, no) = split(std::mem::take(&mut r.groups_names), |g| {
-                    self.may_group(s, Operation::Delete, g.as_str())
-                });
-                r.groups_names = ok;
-                let no: Vec<DeletableGroupResult> = no
-                    .into_iter()
-                    .map(|g| {
-                        DeletableGroupResult::default()
-                            .with_group_id(g)
-                            .with_error_code(denied)
-                    })
-                    .collect();
-                Authz::Proceed(
-                    R::DeleteGroups(r),
-                    merge(move |resp| {
-                        if let ResponseKind::DeleteGroups(d) = resp {
-                            d.results.extend(no);
-                        }
-                    }),
-                )
-            }
             R::OffsetDelete(r) if !self.may_group(s, Operation::Delete, r.group_id.as_str()) => {
                 Authz::Refuse(ResponseKind::OffsetDelete(
                     OffsetDeleteResponse::default().with_error_code(denied),
                 ))
             }
             R::OffsetDelete(mut r) => {
-                let (ok, no) = split(std::mem::take(&mut r.topics), |t| {
+                let no = refused(&mut r.topics, |t| {
                     self.may_topic(s, Operation::Read, name_of(&t.name))
                 });
-                r.topics = ok;
                 let no: Vec<OffsetDeleteResponseTopic> = no
                     .into_iter()
                     .map(|t| {
@@ -245,55 +86,100 @@ impl Api {
                             )
                     })
                     .collect();
-                Authz::Proceed(
-                    R::OffsetDelete(r),
-                    merge(move |resp| {
-                        if let ResponseKind::OffsetDelete(d) = resp {
-                            d.topics.extend(no);
-                        }
-                    }),
-                )
+                put_back!(R::OffsetDelete(r), OffsetDelete.topics, no)
             }
-            R::FindCoordinator(r) => self.authorize_find_coordinator(s, r),
             other => Authz::Proceed(other, None),
         }
     }
 
-    fn authorize_offset_fetch(
+    pub(super) fn authorize_offset_commit(&self, s: &Session, mut r: OffsetCommitRequest) -> Authz {
+        if !self.may_group(s, Operation::Read, r.group_id.as_str()) {
+            let topics = refusal::offset_commit_topics(&r.topics, group_denied());
+            return Authz::Refuse(ResponseKind::OffsetCommit(
+                OffsetCommitResponse::default().with_topics(topics),
+            ));
+        }
+        let no = refused(&mut r.topics, |t| {
+            self.may_topic(s, Operation::Read, name_of(&t.name))
+        });
+        let no = refusal::offset_commit_topics(&no, topic_denied());
+        put_back!(RequestKind::OffsetCommit(r), OffsetCommit.topics, no)
+    }
+
+    pub(super) fn authorize_describe_groups(
+        &self,
+        s: &Session,
+        mut r: DescribeGroupsRequest,
+    ) -> Authz {
+        let no = refused(&mut r.groups, |g| {
+            self.may_group(s, Operation::Describe, g.as_str())
+        });
+        let no = refusal::described_groups(&no, group_denied());
+        put_back!(RequestKind::DescribeGroups(r), DescribeGroups.groups, no)
+    }
+
+    pub(super) fn authorize_consumer_group_describe(
+        &self,
+        s: &Session,
+        mut r: ConsumerGroupDescribeRequest,
+    ) -> Authz {
+        let no = refused(&mut r.group_ids, |g| {
+            self.may_group(s, Operation::Describe, g.as_str())
+        });
+        let no = refusal::described_consumer_groups(&no, group_denied());
+        put_back!(
+            RequestKind::ConsumerGroupDescribe(r),
+            ConsumerGroupDescribe.groups,
+            no
+        )
+    }
+
+    pub(super) fn authorize_list_groups(&self, s: &Session, r: ListGroupsRequest) -> Authz {
+        // DESCRIBE on the cluster lists every group (Kafka's rule).
+        if self.may_quietly(
+            s,
+            Operation::Describe,
+            ResourceType::Cluster,
+            crate::security::acl::CLUSTER_NAME,
+        ) {
+            return Authz::Proceed(RequestKind::ListGroups(r), None);
+        }
+        let (security, who) = (self.security.clone(), s.who());
+        proceed(RequestKind::ListGroups(r), move |resp| {
+            if let ResponseKind::ListGroups(l) = resp {
+                l.groups.retain(|g| {
+                    security.allowed_for(
+                        &who,
+                        Operation::Describe,
+                        ResourceType::Group,
+                        g.group_id.as_str(),
+                    )
+                });
+            }
+        })
+    }
+
+    pub(super) fn authorize_delete_groups(&self, s: &Session, mut r: DeleteGroupsRequest) -> Authz {
+        let no = refused(&mut r.groups_names, |g| {
+            self.may_group(s, Operation::Delete, g.as_str())
+        });
+        let no = refusal::deleted_groups(&no, group_denied());
+        put_back!(RequestKind::DeleteGroups(r), DeleteGroups.results, no)
+    }
+
+    pub(super) fn authorize_offset_fetch(
         &self,
         s: &Session,
         mut r: kafka_protocol::messages::OffsetFetchRequest,
     ) -> Authz {
-        use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
         let denied = group_denied();
         // v0-v7 name one group; v8+ a list of them.
         if r.groups.is_empty() {
             if !self.may_group(s, Operation::Describe, r.group_id.as_str()) {
-                use kafka_protocol::messages::offset_fetch_response::{
-                    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
-                };
                 // v0-v1 have no group error: each partition asked carries
                 // it (`fit_to_version` keeps the form of the version).
-                let topics = r
-                    .topics
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|t| {
-                        OffsetFetchResponseTopic::default()
-                            .with_name(t.name)
-                            .with_partitions(
-                                t.partition_indexes
-                                    .iter()
-                                    .map(|&p| {
-                                        OffsetFetchResponsePartition::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(-1)
-                                            .with_error_code(denied)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let topics =
+                    refusal::offset_fetch_topics(r.topics.as_deref().unwrap_or_default(), denied);
                 return Authz::Refuse(ResponseKind::OffsetFetch(
                     OffsetFetchResponse::default()
                         .with_error_code(denied)
@@ -301,62 +187,48 @@ impl Api {
                 ));
             }
         } else {
-            let (ok, no) = split(std::mem::take(&mut r.groups), |g| {
+            let no = refused(&mut r.groups, |g| {
                 self.may_group(s, Operation::Describe, g.group_id.as_str())
             });
-            r.groups = ok;
-            let no: Vec<OffsetFetchResponseGroup> = no
-                .into_iter()
-                .map(|g| {
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(denied)
-                })
-                .collect();
+            let no = refusal::offset_fetch_groups(&no, denied);
             if r.groups.is_empty() {
                 return Authz::Refuse(ResponseKind::OffsetFetch(
                     OffsetFetchResponse::default().with_groups(no),
                 ));
             }
             let (security, who) = (self.security.clone(), s.who());
-            return Authz::Proceed(
-                RequestKind::OffsetFetch(r),
-                merge(move |resp| {
-                    if let ResponseKind::OffsetFetch(f) = resp {
-                        for g in &mut f.groups {
-                            g.topics.retain(|t| {
-                                security.allowed_for(
-                                    &who,
-                                    Operation::Describe,
-                                    ResourceType::Topic,
-                                    name_of(&t.name),
-                                )
-                            });
-                        }
-                        f.groups.extend(no);
+            return proceed(RequestKind::OffsetFetch(r), move |resp| {
+                if let ResponseKind::OffsetFetch(f) = resp {
+                    for g in &mut f.groups {
+                        g.topics.retain(|t| {
+                            security.allowed_for(
+                                &who,
+                                Operation::Describe,
+                                ResourceType::Topic,
+                                name_of(&t.name),
+                            )
+                        });
                     }
-                }),
-            );
+                    f.groups.extend(no);
+                }
+            });
         }
         let (security, who) = (self.security.clone(), s.who());
-        Authz::Proceed(
-            RequestKind::OffsetFetch(r),
-            merge(move |resp| {
-                if let ResponseKind::OffsetFetch(f) = resp {
-                    f.topics.retain(|t| {
-                        security.allowed_for(
-                            &who,
-                            Operation::Describe,
-                            ResourceType::Topic,
-                            name_of(&t.name),
-                        )
-                    });
-                }
-            }),
-        )
+        proceed(RequestKind::OffsetFetch(r), move |resp| {
+            if let ResponseKind::OffsetFetch(f) = resp {
+                f.topics.retain(|t| {
+                    security.allowed_for(
+                        &who,
+                        Operation::Describe,
+                        ResourceType::Topic,
+                        name_of(&t.name),
+                    )
+                });
+            }
+        })
     }
 
-    fn authorize_find_coordinator(
+    pub(super) fn authorize_find_coordinator(
         &self,
         s: &Session,
         mut r: kafka_protocol::messages::FindCoordinatorRequest,
@@ -378,27 +250,14 @@ impl Api {
                     .with_port(-1),
             ));
         }
-        let (ok, no) = split(std::mem::take(&mut r.coordinator_keys), |k| {
+        let no = refused(&mut r.coordinator_keys, |k| {
             self.may(s, Operation::Describe, resource, k.as_str())
         });
-        r.coordinator_keys = ok;
-        let no: Vec<Coordinator> = no
-            .into_iter()
-            .map(|k| {
-                Coordinator::default()
-                    .with_key(k)
-                    .with_error_code(code)
-                    .with_node_id(kafka_protocol::messages::BrokerId(-1))
-                    .with_port(-1)
-            })
-            .collect();
-        Authz::Proceed(
+        let no = refusal::coordinators(&no, code);
+        put_back!(
             RequestKind::FindCoordinator(r),
-            merge(move |resp| {
-                if let ResponseKind::FindCoordinator(f) = resp {
-                    f.coordinators.extend(no);
-                }
-            }),
+            FindCoordinator.coordinators,
+            no
         )
     }
 }

@@ -9,11 +9,17 @@
 //! (Metadata without topics, ListGroups, ListTransactions) are filtered to
 //! what the principal may describe.
 //!
+//! The refused entries are built by `protocol::refusal`, as the answers to
+//! unsupported versions are.
+//!
 //! | file | requests |
 //! |---|---|
-//! | `topics` | Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeProducers |
+//! | `topics` | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, Metadata, DescribeTopicPartitions, DescribeProducers |
+//! | `topic_admin` | CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords |
 //! | `groups` | the group APIs, FindCoordinator |
-//! | `admin` | configs, transactions, the cluster-wide APIs |
+//! | `configs` | DescribeConfigs, AlterConfigs, IncrementalAlterConfigs |
+//! | `txns` | InitProducerId and the transaction APIs |
+//! | `cluster` | the cluster-wide APIs: ACLs, SCRAM users, quotas, log dirs, reassignments |
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -22,9 +28,12 @@ use uuid::Uuid;
 use super::Api;
 use crate::security::{Operation, ResourceType, Session};
 
-mod admin;
+mod cluster;
+mod configs;
 mod groups;
+mod topic_admin;
 mod topics;
+mod txns;
 
 /// Puts the refused parts of a request back into its response.
 pub(super) type Merge = Box<dyn FnOnce(&mut ResponseKind) + Send>;
@@ -88,38 +97,84 @@ impl Api {
         self.meta_by_id(id).await.ok().flatten().map(|m| m.name)
     }
 
-    /// Checks `request` against the ACLs.
+    /// Checks `request` against the ACLs: each API by its own rule, in the
+    /// file of its family.
     pub(super) async fn authorize(&self, s: &Session, request: RequestKind) -> Authz {
         use RequestKind as R;
         match request {
-            R::Produce(_)
-            | R::Fetch(_)
-            | R::ListOffsets(_)
-            | R::Metadata(_)
-            | R::OffsetForLeaderEpoch(_)
-            | R::CreateTopics(_)
-            | R::DeleteTopics(_)
-            | R::CreatePartitions(_)
-            | R::DeleteRecords(_)
-            | R::DescribeProducers(_)
-            | R::DescribeTopicPartitions(_) => self.authorize_topics(s, request).await,
+            // topics
+            R::Produce(r) => self.authorize_produce(s, r).await,
+            R::Fetch(r) => self.authorize_fetch(s, r).await,
+            R::ListOffsets(r) => self.authorize_list_offsets(s, r),
+            R::OffsetForLeaderEpoch(r) => self.authorize_offset_for_leader_epoch(s, r),
+            R::Metadata(r) => self.authorize_metadata(s, r).await,
+            R::DescribeTopicPartitions(r) => self.authorize_describe_topic_partitions(s, r),
+            R::DescribeProducers(r) => self.authorize_describe_producers(s, r),
+            R::CreateTopics(r) => self.authorize_create_topics(s, r),
+            R::DeleteTopics(r) => self.authorize_delete_topics(s, r).await,
+            R::CreatePartitions(r) => self.authorize_create_partitions(s, r),
+            R::DeleteRecords(r) => self.authorize_delete_records(s, r),
+            // groups
             R::JoinGroup(_)
             | R::SyncGroup(_)
             | R::Heartbeat(_)
             | R::LeaveGroup(_)
-            | R::OffsetCommit(_)
-            | R::OffsetFetch(_)
-            | R::ListGroups(_)
-            | R::DescribeGroups(_)
-            | R::DeleteGroups(_)
-            | R::OffsetDelete(_)
             | R::ConsumerGroupHeartbeat(_)
-            | R::ConsumerGroupDescribe(_)
-            | R::FindCoordinator(_) => self.authorize_groups(s, request),
-            other => self.authorize_admin(s, other),
+            | R::OffsetDelete(_) => self.authorize_membership(s, request),
+            R::OffsetCommit(r) => self.authorize_offset_commit(s, r),
+            R::OffsetFetch(r) => self.authorize_offset_fetch(s, r),
+            R::DescribeGroups(r) => self.authorize_describe_groups(s, r),
+            R::ConsumerGroupDescribe(r) => self.authorize_consumer_group_describe(s, r),
+            R::ListGroups(r) => self.authorize_list_groups(s, r),
+            R::DeleteGroups(r) => self.authorize_delete_groups(s, r),
+            R::FindCoordinator(r) => self.authorize_find_coordinator(s, r),
+            // configs
+            R::DescribeConfigs(r) => self.authorize_describe_configs(s, r),
+            R::AlterConfigs(r) => self.authorize_alter_configs(s, r),
+            R::IncrementalAlterConfigs(r) => self.authorize_incremental_alter_configs(s, r),
+            // transactions and producer ids
+            R::InitProducerId(r) => self.authorize_init_producer_id(s, r),
+            R::AddPartitionsToTxn(r) => self.authorize_add_partitions(s, r),
+            R::AddOffsetsToTxn(r) => self.authorize_add_offsets(s, r),
+            R::TxnOffsetCommit(r) => self.authorize_txn_offset_commit(s, r),
+            R::EndTxn(r) => self.authorize_end_txn(s, r),
+            R::WriteTxnMarkers(r) => self.authorize_write_txn_markers(s, r),
+            R::DescribeTransactions(r) => self.authorize_describe_transactions(s, r),
+            R::ListTransactions(r) => self.authorize_list_transactions(s, r),
+            // the cluster
+            other => self.authorize_cluster(s, other),
         }
     }
 }
+
+/// Takes out of `items` the entries `allowed` refuses, and returns them.
+pub(super) fn refused<T>(items: &mut Vec<T>, mut allowed: impl FnMut(&T) -> bool) -> Vec<T> {
+    let (ok, no) = std::mem::take(items).into_iter().partition(|i| allowed(i));
+    *items = ok;
+    no
+}
+
+/// Proceeds with `request`, then `then` mends its response.
+pub(super) fn proceed(
+    request: RequestKind,
+    then: impl FnOnce(&mut ResponseKind) + Send + 'static,
+) -> Authz {
+    Authz::Proceed(request, Some(Box::new(then)))
+}
+
+/// Proceeds with `$request` (narrowed), then puts `$refused` back at the
+/// end of the `$field` list of its `$kind` response.
+macro_rules! put_back {
+    ($request:expr, $kind:ident . $field:ident, $refused:expr) => {{
+        let refused = $refused;
+        $crate::api::authz::proceed($request, move |response| {
+            if let kafka_protocol::messages::ResponseKind::$kind(r) = response {
+                r.$field.extend(refused);
+            }
+        })
+    }};
+}
+pub(super) use put_back;
 
 /// Clears what a refusal set that the response cannot carry at the
 /// request's version (the codec refuses to encode a field its version

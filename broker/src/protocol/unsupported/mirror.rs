@@ -5,41 +5,21 @@
 use kafka_protocol::messages::{self as m, ResponseKind as R};
 
 use super::E;
+use crate::protocol::refusal;
 
 pub(super) fn produce(r: &m::ProduceRequest) -> Option<R> {
-    use m::produce_response::{PartitionProduceResponse, TopicProduceResponse};
     // acks=0: the client reads no response, so an answer would be taken for
     // the next request's; closing is the only signal it gets (as in Kafka).
     if r.acks == 0 {
         return None;
     }
-    let responses = r
-        .topic_data
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partition_data
-                .iter()
-                .map(|p| {
-                    PartitionProduceResponse::default()
-                        .with_index(p.index)
-                        .with_error_code(E)
-                        .with_base_offset(-1)
-                })
-                .collect();
-            TopicProduceResponse::default()
-                .with_name(t.name.clone())
-                .with_topic_id(t.topic_id)
-                .with_partition_responses(partitions)
-        })
-        .collect();
+    let responses = refusal::produce_topics(&r.topic_data, E);
     Some(R::Produce(
         m::ProduceResponse::default().with_responses(responses),
     ))
 }
 
 pub(super) fn fetch(r: &m::FetchRequest, version: i16) -> m::FetchResponse {
-    use m::fetch_response::{FetchableTopicResponse, PartitionData};
     let response = m::FetchResponse::default();
     let response = if version >= 7 {
         response.with_error_code(E)
@@ -51,49 +31,11 @@ pub(super) fn fetch(r: &m::FetchRequest, version: i16) -> m::FetchResponse {
     if version >= 13 {
         return response;
     }
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_error_code(E)
-                        .with_high_watermark(-1)
-                })
-                .collect();
-            FetchableTopicResponse::default()
-                .with_topic(t.topic.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    response.with_responses(topics)
+    response.with_responses(refusal::fetch_topics(&r.topics, E))
 }
 
 pub(super) fn list_offsets(r: &m::ListOffsetsRequest) -> m::ListOffsetsResponse {
-    use m::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(E)
-                })
-                .collect();
-            ListOffsetsTopicResponse::default()
-                .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    m::ListOffsetsResponse::default().with_topics(topics)
+    m::ListOffsetsResponse::default().with_topics(refusal::list_offsets_topics(&r.topics, E))
 }
 
 pub(super) fn metadata(r: &m::MetadataRequest, version: i16) -> Option<m::MetadataResponse> {
@@ -123,77 +65,25 @@ pub(super) fn metadata(r: &m::MetadataRequest, version: i16) -> Option<m::Metada
 }
 
 pub(super) fn offset_commit(r: &m::OffsetCommitRequest) -> m::OffsetCommitResponse {
-    use m::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    OffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(E)
-                })
-                .collect();
-            OffsetCommitResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    m::OffsetCommitResponse::default().with_topics(topics)
+    m::OffsetCommitResponse::default().with_topics(refusal::offset_commit_topics(&r.topics, E))
 }
 
 pub(super) fn offset_fetch(r: &m::OffsetFetchRequest, version: i16) -> m::OffsetFetchResponse {
-    use m::offset_fetch_response::{
-        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
-    };
     let response = m::OffsetFetchResponse::default();
     if version >= 8 {
-        let groups = r
-            .groups
-            .iter()
-            .map(|g| {
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id.clone())
-                    .with_error_code(E)
-            })
-            .collect();
-        return response.with_groups(groups);
+        return response.with_groups(refusal::offset_fetch_groups(&r.groups, E));
     }
     if version >= 2 {
         return response.with_error_code(E);
     }
-    let topics = r
-        .topics
-        .iter()
-        .flatten()
-        .map(|t| {
-            let partitions = t
-                .partition_indexes
-                .iter()
-                .map(|&p| {
-                    OffsetFetchResponsePartition::default()
-                        .with_partition_index(p)
-                        .with_committed_offset(-1)
-                        .with_error_code(E)
-                })
-                .collect();
-            OffsetFetchResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    response.with_topics(topics)
+    let topics = r.topics.as_deref().unwrap_or_default();
+    response.with_topics(refusal::offset_fetch_topics(topics, E))
 }
 
 pub(super) fn find_coordinator(
     r: &m::FindCoordinatorRequest,
     version: i16,
 ) -> m::FindCoordinatorResponse {
-    use m::find_coordinator_response::Coordinator;
     let response = m::FindCoordinatorResponse::default();
     if version < 4 {
         return response
@@ -201,111 +91,32 @@ pub(super) fn find_coordinator(
             .with_node_id(m::BrokerId(-1))
             .with_port(-1);
     }
-    let coordinators = r
-        .coordinator_keys
-        .iter()
-        .map(|k| {
-            Coordinator::default()
-                .with_key(k.clone())
-                .with_node_id(m::BrokerId(-1))
-                .with_port(-1)
-                .with_error_code(E)
-        })
-        .collect();
-    response.with_coordinators(coordinators)
+    response.with_coordinators(refusal::coordinators(&r.coordinator_keys, E))
 }
 
 pub(super) fn describe_groups(r: &m::DescribeGroupsRequest) -> m::DescribeGroupsResponse {
-    use m::describe_groups_response::DescribedGroup;
-    let groups = r
-        .groups
-        .iter()
-        .map(|g| {
-            DescribedGroup::default()
-                .with_group_id(g.clone())
-                .with_error_code(E)
-        })
-        .collect();
-    m::DescribeGroupsResponse::default().with_groups(groups)
+    m::DescribeGroupsResponse::default().with_groups(refusal::described_groups(&r.groups, E))
 }
 
 pub(super) fn create_topics(r: &m::CreateTopicsRequest) -> m::CreateTopicsResponse {
-    use m::create_topics_response::CreatableTopicResult;
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            CreatableTopicResult::default()
-                .with_name(t.name.clone())
-                .with_error_code(E)
-        })
-        .collect();
-    m::CreateTopicsResponse::default().with_topics(topics)
+    m::CreateTopicsResponse::default().with_topics(refusal::created_topics(&r.topics, E))
 }
 
 pub(super) fn delete_topics(r: &m::DeleteTopicsRequest) -> m::DeleteTopicsResponse {
-    use m::delete_topics_response::DeletableTopicResult;
     // Up to v5 the request names topics; from v6 it names them or their ids.
-    let by_name = r.topic_names.iter().map(|n| {
-        DeletableTopicResult::default()
-            .with_name(Some(n.clone()))
-            .with_error_code(E)
-    });
-    let by_state = r.topics.iter().map(|t| {
-        DeletableTopicResult::default()
-            .with_name(t.name.clone())
-            .with_topic_id(t.topic_id)
-            .with_error_code(E)
-    });
-    m::DeleteTopicsResponse::default().with_responses(by_name.chain(by_state).collect())
+    let mut responses = refusal::deleted_topics_by_name(&r.topic_names, E);
+    responses.extend(refusal::deleted_topics(&r.topics, E));
+    m::DeleteTopicsResponse::default().with_responses(responses)
 }
 
 pub(super) fn delete_records(r: &m::DeleteRecordsRequest) -> m::DeleteRecordsResponse {
-    use m::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
-                        .with_low_watermark(-1)
-                        .with_error_code(E)
-                })
-                .collect();
-            DeleteRecordsTopicResult::default()
-                .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    m::DeleteRecordsResponse::default().with_topics(topics)
+    m::DeleteRecordsResponse::default().with_topics(refusal::delete_records_topics(&r.topics, E))
 }
 
 pub(super) fn offset_for_leader_epoch(
     r: &m::OffsetForLeaderEpochRequest,
 ) -> m::OffsetForLeaderEpochResponse {
-    use m::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    EpochEndOffset::default()
-                        .with_partition(p.partition)
-                        .with_error_code(E)
-                })
-                .collect();
-            OffsetForLeaderTopicResult::default()
-                .with_topic(t.topic.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
+    let topics = refusal::offset_for_leader_epoch_topics(&r.topics, E);
     m::OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
@@ -313,157 +124,46 @@ pub(super) fn add_partitions_to_txn(
     r: &m::AddPartitionsToTxnRequest,
     version: i16,
 ) -> m::AddPartitionsToTxnResponse {
-    use m::add_partitions_to_txn_response::{
-        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
-    };
     let response = m::AddPartitionsToTxnResponse::default();
     if version >= 4 {
         return response.with_error_code(E);
     }
-    let topics = r
-        .v3_and_below_topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|&p| {
-                    AddPartitionsToTxnPartitionResult::default()
-                        .with_partition_index(p)
-                        .with_partition_error_code(E)
-                })
-                .collect();
-            AddPartitionsToTxnTopicResult::default()
-                .with_name(t.name.clone())
-                .with_results_by_partition(partitions)
-        })
-        .collect();
+    let topics = refusal::added_partitions_to_txn(&r.v3_and_below_topics, E);
     response.with_results_by_topic_v3_and_below(topics)
 }
 
 pub(super) fn write_txn_markers(r: &m::WriteTxnMarkersRequest) -> m::WriteTxnMarkersResponse {
-    use m::write_txn_markers_response::{
-        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
-    };
-    let markers = r
-        .markers
-        .iter()
-        .map(|mk| {
-            let topics = mk
-                .topics
-                .iter()
-                .map(|t| {
-                    let partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|&p| {
-                            WritableTxnMarkerPartitionResult::default()
-                                .with_partition_index(p)
-                                .with_error_code(E)
-                        })
-                        .collect();
-                    WritableTxnMarkerTopicResult::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(partitions)
-                })
-                .collect();
-            WritableTxnMarkerResult::default()
-                .with_producer_id(mk.producer_id)
-                .with_topics(topics)
-        })
-        .collect();
-    m::WriteTxnMarkersResponse::default().with_markers(markers)
+    m::WriteTxnMarkersResponse::default().with_markers(refusal::txn_markers(&r.markers, E))
 }
 
 pub(super) fn txn_offset_commit(r: &m::TxnOffsetCommitRequest) -> m::TxnOffsetCommitResponse {
-    use m::txn_offset_commit_response::{
-        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-    };
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    TxnOffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(E)
-                })
-                .collect();
-            TxnOffsetCommitResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
+    let topics = refusal::txn_offset_commit_topics(&r.topics, E);
     m::TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
 pub(super) fn create_acls(r: &m::CreateAclsRequest) -> m::CreateAclsResponse {
-    use m::create_acls_response::AclCreationResult;
-    let results = r
-        .creations
-        .iter()
-        .map(|_| AclCreationResult::default().with_error_code(E))
-        .collect();
-    m::CreateAclsResponse::default().with_results(results)
+    m::CreateAclsResponse::default().with_results(refusal::acl_creations(r.creations.len(), E))
 }
 
 pub(super) fn delete_acls(r: &m::DeleteAclsRequest) -> m::DeleteAclsResponse {
-    use m::delete_acls_response::DeleteAclsFilterResult;
-    let results = r
-        .filters
-        .iter()
-        .map(|_| DeleteAclsFilterResult::default().with_error_code(E))
-        .collect();
+    let results = refusal::acl_deletions(r.filters.len(), E);
     m::DeleteAclsResponse::default().with_filter_results(results)
 }
 
 pub(super) fn describe_configs(r: &m::DescribeConfigsRequest) -> m::DescribeConfigsResponse {
-    use m::describe_configs_response::DescribeConfigsResult;
-    let results = r
-        .resources
-        .iter()
-        .map(|c| {
-            DescribeConfigsResult::default()
-                .with_error_code(E)
-                .with_resource_type(c.resource_type)
-                .with_resource_name(c.resource_name.clone())
-        })
-        .collect();
+    let results = refusal::described_configs(&r.resources, |_| E);
     m::DescribeConfigsResponse::default().with_results(results)
 }
 
 pub(super) fn alter_configs(r: &m::AlterConfigsRequest) -> m::AlterConfigsResponse {
-    use m::alter_configs_response::AlterConfigsResourceResponse;
-    let responses = r
-        .resources
-        .iter()
-        .map(|c| {
-            AlterConfigsResourceResponse::default()
-                .with_error_code(E)
-                .with_resource_type(c.resource_type)
-                .with_resource_name(c.resource_name.clone())
-        })
-        .collect();
+    let responses = refusal::altered_configs(&r.resources, |_| E);
     m::AlterConfigsResponse::default().with_responses(responses)
 }
 
 pub(super) fn incremental_alter_configs(
     r: &m::IncrementalAlterConfigsRequest,
 ) -> m::IncrementalAlterConfigsResponse {
-    use m::incremental_alter_configs_response::AlterConfigsResourceResponse;
-    let responses = r
-        .resources
-        .iter()
-        .map(|c| {
-            AlterConfigsResourceResponse::default()
-                .with_error_code(E)
-                .with_resource_type(c.resource_type)
-                .with_resource_name(c.resource_name.clone())
-        })
-        .collect();
+    let responses = refusal::incrementally_altered_configs(&r.resources, |_| E);
     m::IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -496,31 +196,11 @@ pub(super) fn alter_replica_log_dirs(
 }
 
 pub(super) fn create_partitions(r: &m::CreatePartitionsRequest) -> m::CreatePartitionsResponse {
-    use m::create_partitions_response::CreatePartitionsTopicResult;
-    let results = r
-        .topics
-        .iter()
-        .map(|t| {
-            CreatePartitionsTopicResult::default()
-                .with_name(t.name.clone())
-                .with_error_code(E)
-        })
-        .collect();
-    m::CreatePartitionsResponse::default().with_results(results)
+    m::CreatePartitionsResponse::default().with_results(refusal::created_partitions(&r.topics, E))
 }
 
 pub(super) fn delete_groups(r: &m::DeleteGroupsRequest) -> m::DeleteGroupsResponse {
-    use m::delete_groups_response::DeletableGroupResult;
-    let results = r
-        .groups_names
-        .iter()
-        .map(|g| {
-            DeletableGroupResult::default()
-                .with_group_id(g.clone())
-                .with_error_code(E)
-        })
-        .collect();
-    m::DeleteGroupsResponse::default().with_results(results)
+    m::DeleteGroupsResponse::default().with_results(refusal::deleted_groups(&r.groups_names, E))
 }
 
 pub(super) fn elect_leaders(
@@ -608,78 +288,24 @@ pub(crate) fn alter_client_quotas_refused(
 pub(super) fn alter_user_scram_credentials(
     r: &m::AlterUserScramCredentialsRequest,
 ) -> m::AlterUserScramCredentialsResponse {
-    use m::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
-    // One result per user, as Kafka sends, however many changes named it.
-    let mut users = Vec::new();
-    let names = r.deletions.iter().map(|d| &d.name);
-    for name in names.chain(r.upsertions.iter().map(|u| &u.name)) {
-        if !users.contains(name) {
-            users.push(name.clone());
-        }
-    }
-    let results = users
-        .into_iter()
-        .map(|user| {
-            AlterUserScramCredentialsResult::default()
-                .with_user(user)
-                .with_error_code(E)
-        })
-        .collect();
-    m::AlterUserScramCredentialsResponse::default().with_results(results)
+    m::AlterUserScramCredentialsResponse::default().with_results(refusal::scram_alterations(r, E))
 }
 
 pub(super) fn describe_producers(r: &m::DescribeProducersRequest) -> m::DescribeProducersResponse {
-    use m::describe_producers_response::{PartitionResponse, TopicResponse};
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partition_indexes
-                .iter()
-                .map(|&p| {
-                    PartitionResponse::default()
-                        .with_partition_index(p)
-                        .with_error_code(E)
-                })
-                .collect();
-            TopicResponse::default()
-                .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
-    m::DescribeProducersResponse::default().with_topics(topics)
+    m::DescribeProducersResponse::default().with_topics(refusal::described_producers(&r.topics, E))
 }
 
 pub(super) fn describe_transactions(
     r: &m::DescribeTransactionsRequest,
 ) -> m::DescribeTransactionsResponse {
-    use m::describe_transactions_response::TransactionState;
-    let states = r
-        .transactional_ids
-        .iter()
-        .map(|id| {
-            TransactionState::default()
-                .with_transactional_id(id.clone())
-                .with_error_code(E)
-        })
-        .collect();
+    let states = refusal::transaction_states(&r.transactional_ids, E);
     m::DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
 pub(super) fn consumer_group_describe(
     r: &m::ConsumerGroupDescribeRequest,
 ) -> m::ConsumerGroupDescribeResponse {
-    use m::consumer_group_describe_response::DescribedGroup;
-    let groups = r
-        .group_ids
-        .iter()
-        .map(|g| {
-            DescribedGroup::default()
-                .with_group_id(g.clone())
-                .with_error_code(E)
-        })
-        .collect();
+    let groups = refusal::described_consumer_groups(&r.group_ids, E);
     m::ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
@@ -702,16 +328,7 @@ pub(super) fn share_group_describe(
 pub(super) fn describe_topic_partitions(
     r: &m::DescribeTopicPartitionsRequest,
 ) -> m::DescribeTopicPartitionsResponse {
-    use m::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
-    let topics = r
-        .topics
-        .iter()
-        .map(|t| {
-            DescribeTopicPartitionsResponseTopic::default()
-                .with_name(Some(t.name.clone()))
-                .with_error_code(E)
-        })
-        .collect();
+    let topics = refusal::described_topic_partitions(&r.topics, E);
     m::DescribeTopicPartitionsResponse::default().with_topics(topics)
 }
 
