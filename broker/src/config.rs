@@ -445,7 +445,7 @@ impl Config {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        vec![
+        let mut view = vec![
             entry("broker.id", self.broker_id.to_string(), "broker_id"),
             entry("node.id", self.broker_id.to_string(), "broker_id"),
             KafkaConfig {
@@ -480,77 +480,39 @@ impl Config {
                 explicit: !self.super_users.is_empty(),
             },
             entry("log.dirs", self.data_dir.display().to_string(), "data_dir"),
-            entry(
-                "log.cleaner.dedupe.buffer.size",
-                self.log_cleaner_dedupe_buffer_size.to_string(),
-                "log_cleaner_dedupe_buffer_size",
-            ),
-            entry(
-                "log.cleaner.io.max.bytes.per.second",
-                self.log_cleaner_io_max_bytes_per_second.to_string(),
-                "log_cleaner_io_max_bytes_per_second",
-            ),
-            entry(
-                "log.cleaner.backoff.ms",
-                self.log_cleaner_backoff_ms.to_string(),
-                "log_cleaner_backoff_ms",
-            ),
-            entry(
-                "max.connections",
-                self.max_connections.to_string(),
-                "max_connections",
-            ),
-            entry(
-                "max.connections.per.ip",
-                self.max_connections_per_ip.to_string(),
-                "max_connections_per_ip",
-            ),
-            entry(
-                "socket.request.max.bytes",
-                self.socket_request_max_bytes.to_string(),
-                "socket_request_max_bytes",
-            ),
-            entry(
-                "connections.max.idle.ms",
-                self.connections_max_idle_ms.to_string(),
-                "connections_max_idle_ms",
-            ),
-            entry(
-                "num.partitions",
-                self.num_partitions.to_string(),
-                "num_partitions",
-            ),
-            entry(
-                "auto.create.topics.enable",
-                self.auto_create_topics.to_string(),
-                "auto_create_topics",
-            ),
-            entry(
-                "group.initial.rebalance.delay.ms",
-                self.group_initial_rebalance_delay_ms.to_string(),
-                "group_initial_rebalance_delay_ms",
-            ),
-            entry(
-                "group.min.session.timeout.ms",
-                self.group_min_session_timeout_ms.to_string(),
-                "group_min_session_timeout_ms",
-            ),
-            entry(
-                "group.max.session.timeout.ms",
-                self.group_max_session_timeout_ms.to_string(),
-                "group_max_session_timeout_ms",
-            ),
-            entry(
-                "group.consumer.session.timeout.ms",
-                self.group_consumer_session_timeout_ms.to_string(),
-                "group_consumer_session_timeout_ms",
-            ),
-            entry(
-                "group.consumer.heartbeat.interval.ms",
-                self.group_consumer_heartbeat_interval_ms.to_string(),
-                "group_consumer_heartbeat_interval_ms",
-            ),
-        ]
+        ];
+        view.extend(
+            self.flag_view()
+                .into_iter()
+                .map(|(name, value, flag)| entry(name, value, flag)),
+        );
+        view
+    }
+
+    /// The settings that are one flag each: `(Kafka's name, value, flag)`;
+    /// the flag's id is its field's name.
+    fn flag_view(&self) -> Vec<(&'static str, String, &'static str)> {
+        macro_rules! flags {
+            ($c:ident; $($name:literal => $field:ident,)*) => {
+                vec![$(($name, $c.$field.to_string(), stringify!($field))),*]
+            };
+        }
+        flags!(self;
+            "log.cleaner.dedupe.buffer.size" => log_cleaner_dedupe_buffer_size,
+            "log.cleaner.io.max.bytes.per.second" => log_cleaner_io_max_bytes_per_second,
+            "log.cleaner.backoff.ms" => log_cleaner_backoff_ms,
+            "max.connections" => max_connections,
+            "max.connections.per.ip" => max_connections_per_ip,
+            "socket.request.max.bytes" => socket_request_max_bytes,
+            "connections.max.idle.ms" => connections_max_idle_ms,
+            "num.partitions" => num_partitions,
+            "auto.create.topics.enable" => auto_create_topics,
+            "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms,
+            "group.min.session.timeout.ms" => group_min_session_timeout_ms,
+            "group.max.session.timeout.ms" => group_max_session_timeout_ms,
+            "group.consumer.session.timeout.ms" => group_consumer_session_timeout_ms,
+            "group.consumer.heartbeat.interval.ms" => group_consumer_heartbeat_interval_ms,
+        )
     }
 
     /// What each client connection is held to: the caps of

@@ -139,66 +139,7 @@ impl Api {
         &self,
         r: AlterUserScramCredentialsRequest,
     ) -> AlterUserScramCredentialsResponse {
-        // Checks that need no document: per user, the first error.
-        let mut errors: BTreeMap<String, (i16, String)> = BTreeMap::new();
-        let mut count: BTreeMap<(String, i8), usize> = BTreeMap::new();
-        for (name, mech) in r
-            .deletions
-            .iter()
-            .map(|d| (&d.name, d.mechanism))
-            .chain(r.upsertions.iter().map(|u| (&u.name, u.mechanism)))
-        {
-            *count.entry((name.to_string(), mech)).or_insert(0) += 1;
-        }
-        let mut fail = |user: &str, c: ResponseError, why: String| {
-            errors.entry(user.to_owned()).or_insert((code(c), why));
-        };
-        for ((user, mech), n) in &count {
-            if *n > 1 {
-                fail(
-                    user,
-                    ResponseError::DuplicateResource,
-                    format!("a change of {user}'s {mech} credential appears twice"),
-                );
-            }
-            if user.is_empty() {
-                fail(
-                    user,
-                    ResponseError::UnacceptableCredential,
-                    "empty user name".into(),
-                );
-            }
-            if Mechanism::from_code(*mech).is_none() {
-                fail(
-                    user,
-                    ResponseError::UnsupportedSaslMechanism,
-                    format!("unknown SCRAM mechanism {mech}"),
-                );
-            }
-        }
-        for u in &r.upsertions {
-            let range = Mechanism::MIN_ITERATIONS..=Mechanism::MAX_ITERATIONS;
-            if !range.contains(&u.iterations) {
-                fail(
-                    u.name.as_str(),
-                    ResponseError::UnacceptableCredential,
-                    format!(
-                        "iterations {} out of {}..={}",
-                        u.iterations,
-                        Mechanism::MIN_ITERATIONS,
-                        Mechanism::MAX_ITERATIONS
-                    ),
-                );
-            }
-            if u.salt.is_empty() || u.salted_password.is_empty() {
-                fail(
-                    u.name.as_str(),
-                    ResponseError::UnacceptableCredential,
-                    "empty salt or salted password".into(),
-                );
-            }
-        }
-        let users: BTreeSet<String> = count.keys().map(|(u, _)| u.clone()).collect();
+        let (errors, users) = scram_change_errors(&r);
         // Deletions of credentials that do not exist fail at the edit.
         let missing: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
         let changed = self
@@ -472,4 +413,73 @@ impl Api {
             .collect();
         DeleteAclsResponse::default().with_filter_results(results)
     }
+}
+
+/// Per user, the first error of its changes: code and message.
+type UserErrors = BTreeMap<String, (i16, String)>;
+
+/// The checks of an AlterUserScramCredentials that need no document: per
+/// user the first error, and every user the request names.
+fn scram_change_errors(r: &AlterUserScramCredentialsRequest) -> (UserErrors, BTreeSet<String>) {
+    // Checks that need no document: per user, the first error.
+    let mut errors = UserErrors::new();
+    let mut count: BTreeMap<(String, i8), usize> = BTreeMap::new();
+    for (name, mech) in r
+        .deletions
+        .iter()
+        .map(|d| (&d.name, d.mechanism))
+        .chain(r.upsertions.iter().map(|u| (&u.name, u.mechanism)))
+    {
+        *count.entry((name.to_string(), mech)).or_insert(0) += 1;
+    }
+    let mut fail = |user: &str, c: ResponseError, why: String| {
+        errors.entry(user.to_owned()).or_insert((code(c), why));
+    };
+    for ((user, mech), n) in &count {
+        if *n > 1 {
+            fail(
+                user,
+                ResponseError::DuplicateResource,
+                format!("a change of {user}'s {mech} credential appears twice"),
+            );
+        }
+        if user.is_empty() {
+            fail(
+                user,
+                ResponseError::UnacceptableCredential,
+                "empty user name".into(),
+            );
+        }
+        if Mechanism::from_code(*mech).is_none() {
+            fail(
+                user,
+                ResponseError::UnsupportedSaslMechanism,
+                format!("unknown SCRAM mechanism {mech}"),
+            );
+        }
+    }
+    for u in &r.upsertions {
+        let range = Mechanism::MIN_ITERATIONS..=Mechanism::MAX_ITERATIONS;
+        if !range.contains(&u.iterations) {
+            fail(
+                u.name.as_str(),
+                ResponseError::UnacceptableCredential,
+                format!(
+                    "iterations {} out of {}..={}",
+                    u.iterations,
+                    Mechanism::MIN_ITERATIONS,
+                    Mechanism::MAX_ITERATIONS
+                ),
+            );
+        }
+        if u.salt.is_empty() || u.salted_password.is_empty() {
+            fail(
+                u.name.as_str(),
+                ResponseError::UnacceptableCredential,
+                "empty salt or salted password".into(),
+            );
+        }
+    }
+    let users: BTreeSet<String> = count.keys().map(|(u, _)| u.clone()).collect();
+    (errors, users)
 }

@@ -122,31 +122,7 @@ impl Api {
                     break;
                 }
                 left -= 1;
-                let part = DescribeTopicPartitionsResponsePartition::default()
-                    .with_partition_index(p as i32);
-                let offline = a.as_ref().is_some_and(|a| a.is_offline(&meta.id, p));
-                partitions.push(match a.as_ref().and_then(|a| a.leadership(&meta.id, p)) {
-                    // Held offline by its leader: damaged files (Metadata too).
-                    Some(l) if offline => {
-                        let replica = BrokerId(l.leader as i32);
-                        part.with_error_code(code(ResponseError::LeaderNotAvailable))
-                            .with_leader_id(BrokerId(-1))
-                            .with_leader_epoch(l.leader_epoch as i32)
-                            .with_replica_nodes(vec![replica])
-                            .with_offline_replicas(vec![replica])
-                    }
-                    Some(l) => {
-                        let leader = BrokerId(l.leader as i32);
-                        part.with_leader_id(leader)
-                            .with_leader_epoch(l.leader_epoch as i32)
-                            .with_replica_nodes(vec![leader])
-                            .with_isr_nodes(vec![leader])
-                    }
-                    None => part
-                        .with_error_code(code(ResponseError::LeaderNotAvailable))
-                        .with_leader_id(BrokerId(-1))
-                        .with_leader_epoch(-1),
-                });
+                partitions.push(described_partition(a.as_ref(), &meta.id, p));
             }
             topics.push(
                 base.with_topic_id(uuid_of(&meta))
@@ -159,5 +135,37 @@ impl Api {
         DescribeTopicPartitionsResponse::default()
             .with_topics(topics)
             .with_next_cursor(next_cursor)
+    }
+}
+
+/// One partition as the assignment `a` has it.
+fn described_partition(
+    a: Option<&crate::cluster::assignment::Assignment>,
+    topic_id: &str,
+    p: u32,
+) -> DescribeTopicPartitionsResponsePartition {
+    let part = DescribeTopicPartitionsResponsePartition::default().with_partition_index(p as i32);
+    let offline = a.is_some_and(|a| a.is_offline(topic_id, p));
+    match a.and_then(|a| a.leadership(topic_id, p)) {
+        // Held offline by its leader: damaged files (Metadata too).
+        Some(l) if offline => {
+            let replica = BrokerId(l.leader as i32);
+            part.with_error_code(code(ResponseError::LeaderNotAvailable))
+                .with_leader_id(BrokerId(-1))
+                .with_leader_epoch(l.leader_epoch as i32)
+                .with_replica_nodes(vec![replica])
+                .with_offline_replicas(vec![replica])
+        }
+        Some(l) => {
+            let leader = BrokerId(l.leader as i32);
+            part.with_leader_id(leader)
+                .with_leader_epoch(l.leader_epoch as i32)
+                .with_replica_nodes(vec![leader])
+                .with_isr_nodes(vec![leader])
+        }
+        None => part
+            .with_error_code(code(ResponseError::LeaderNotAvailable))
+            .with_leader_id(BrokerId(-1))
+            .with_leader_epoch(-1),
     }
 }

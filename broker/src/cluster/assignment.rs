@@ -74,6 +74,12 @@ pub struct BrokerEntry {
     pub endpoints: BTreeMap<String, String>,
 }
 
+impl crate::log::staging::LiveBrokers for BTreeMap<u32, BrokerEntry> {
+    fn incarnation(&self, broker: u32) -> Option<u64> {
+        self.get(&broker).map(|e| e.incarnation)
+    }
+}
+
 impl BrokerEntry {
     /// Where a client of `listener` reaches this broker: `None` if the
     /// broker has no such listener (Kafka leaves it out of Metadata).

@@ -358,6 +358,19 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
             format!("epoch claims unreadable: {e}"),
         ),
     }
+    vouched_files(vfs, dir, &audit, options, report).await;
+    unnamed_segments(vfs, dir, &audit, report).await;
+}
+
+/// Every file the newest manifest vouches for: there, as long as vouched,
+/// and (with `verify_records`) readable record by record.
+async fn vouched_files(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    audit: &PartitionAudit,
+    options: Options,
+    report: &mut Report,
+) {
     for (name, vouched) in &audit.vouched {
         if audit.missing.contains(name) {
             continue;
@@ -366,7 +379,7 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
             // Gone since the audit: on a live cluster, a leader that wrote
             // a manifest without it (retention, a takeover sealing an empty
             // segment) removes it. Damage only if the manifest still names it.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && superseded(vfs, dir, &audit).await => {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && superseded(vfs, dir, audit).await => {
                 continue;
             }
             len => len,
@@ -389,7 +402,7 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
                     Ok(None) => {}
                     Err(e)
                         if e.kind() == io::ErrorKind::NotFound
-                            && superseded(vfs, dir, &audit).await => {}
+                            && superseded(vfs, dir, audit).await => {}
                     Ok(Some(d)) => report.add(
                         Severity::Error,
                         &dir.join(name),
@@ -410,6 +423,10 @@ async fn partition(vfs: &dyn Vfs, dir: &Path, options: Options, report: &mut Rep
             Err(e) => report.add(Severity::Error, &dir.join(name), format!("unreadable: {e}")),
         }
     }
+}
+
+/// Segments on the volume the newest manifest does not name.
+async fn unnamed_segments(vfs: &dyn Vfs, dir: &Path, audit: &PartitionAudit, report: &mut Report) {
     let listing = match vfs.read_dir(dir).await {
         Ok(l) => l,
         Err(e) => {

@@ -20,6 +20,7 @@ pub mod audit;
 pub mod consumer;
 mod consumer_api;
 pub mod group;
+mod offsets_api;
 pub mod store;
 pub(crate) mod txn_offsets;
 

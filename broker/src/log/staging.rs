@@ -29,9 +29,21 @@ use tokio::time::Instant;
 use vfs::Vfs;
 use vfs::durable::converge_remove;
 
-use crate::cluster::assignment::BrokerEntry;
-
 pub(crate) use crate::layout::{STAGING_PREFIX, TOMBSTONE_PREFIX};
+
+/// Which processes the controller's assignment lists as live, by broker id
+/// and heartbeat incarnation: all the log needs of the cluster's view (the
+/// cluster implements it for its assignment's brokers).
+pub trait LiveBrokers: Sync {
+    /// The incarnation of `broker` the assignment lists, if it lists it.
+    fn incarnation(&self, broker: u32) -> Option<u64>;
+}
+
+impl LiveBrokers for BTreeMap<u32, u64> {
+    fn incarnation(&self, broker: u32) -> Option<u64> {
+        self.get(&broker).copied()
+    }
+}
 
 /// The process building a staging directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +59,8 @@ impl Creator {
     }
 
     /// Whether the assignment's live brokers include this very process.
-    pub(crate) fn is_live(&self, live: &BTreeMap<u32, BrokerEntry>) -> bool {
-        live.get(&self.broker)
-            .is_some_and(|e| e.incarnation == self.incarnation)
+    pub(crate) fn is_live(&self, live: &dyn LiveBrokers) -> bool {
+        live.incarnation(self.broker) == Some(self.incarnation)
     }
 }
 
@@ -82,12 +93,7 @@ pub(crate) fn partition_staging(topic_dir: &Path, p: u32, creator: &Creator) -> 
 
 /// Whether the staging entry `name` may be swept now: its creator is not
 /// live in the assignment and has not been for `seen_for >= grace`.
-pub fn abandoned(
-    name: &str,
-    live: &BTreeMap<u32, BrokerEntry>,
-    seen_for: Duration,
-    grace: Duration,
-) -> bool {
+pub fn abandoned(name: &str, live: &dyn LiveBrokers, seen_for: Duration, grace: Duration) -> bool {
     let live_creator = creator_of(name).is_some_and(|c| c.is_live(live));
     !live_creator && seen_for >= grace
 }
@@ -124,7 +130,7 @@ impl StagingSweep {
         &mut self,
         vfs: &dyn Vfs,
         dir: &Path,
-        live: &BTreeMap<u32, BrokerEntry>,
+        live: &dyn LiveBrokers,
     ) -> io::Result<Swept> {
         #[cfg(madsim)]
         if crate::historical::on("staging-sweep") {
@@ -184,20 +190,8 @@ pub async fn take(vfs: &dyn Vfs, dir: &Path, name: &str) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn live(entries: &[(u32, u64)]) -> BTreeMap<u32, BrokerEntry> {
-        entries
-            .iter()
-            .map(|&(b, i)| {
-                (
-                    b,
-                    BrokerEntry {
-                        advertised: String::new(),
-                        incarnation: i,
-                        endpoints: Default::default(),
-                    },
-                )
-            })
-            .collect()
+    fn live(entries: &[(u32, u64)]) -> BTreeMap<u32, u64> {
+        entries.iter().copied().collect()
     }
 
     #[test]

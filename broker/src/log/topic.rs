@@ -32,7 +32,6 @@ use vfs::durable::{ClaimToken, claim, converge_remove};
 
 use super::manifest::Manifest;
 use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
-use crate::cluster::assignment::BrokerEntry;
 
 pub(crate) use crate::layout::TOPICS_DIR;
 pub use crate::layout::{partition_dir, topic_dir};
@@ -467,7 +466,7 @@ async fn partition_exists(vfs: &dyn Vfs, id: &str, partition: u32) -> io::Result
 pub(crate) async fn add_partitions(
     vfs: &dyn Vfs,
     creator: &Creator,
-    live: &BTreeMap<u32, BrokerEntry>,
+    live: &dyn staging::LiveBrokers,
     meta: &TopicMeta,
     total: u32,
 ) -> io::Result<()> {
@@ -539,7 +538,7 @@ async fn add_partition(
 /// topic directory is never needed. A creator wrongly taken for gone (a
 /// broker the assignment does not list yet) loses a retry, not a file:
 /// a take is a rename that competes with the creator's own.
-async fn sweep_partition_stagings(vfs: &dyn Vfs, id: &str, live: &BTreeMap<u32, BrokerEntry>) {
+async fn sweep_partition_stagings(vfs: &dyn Vfs, id: &str, live: &dyn staging::LiveBrokers) {
     let dir = topic_dir(id);
     let entries = match vfs.read_dir(&dir).await {
         Ok(e) => e,

@@ -28,15 +28,24 @@ use crate::config::Config;
 use crate::groups::{Coordinators, GroupConfig};
 use crate::health::{self, Readiness};
 use crate::heartbeat::{self, Heartbeat};
-use crate::layout;
 use crate::leaders::Leaders;
-use crate::log::partition::CleanerLimits;
 use crate::log::staging::StagingSweep;
 use crate::log::{LogConfig, topic};
 use crate::metrics::Metrics;
 use crate::protocol::server::ListenerInfo;
 use crate::security::Security;
 use crate::startup;
+
+mod chores;
+mod start;
+mod volume;
+
+use chores::{Chore, Cleaner};
+use start::{
+    Bound, endpoints, heartbeat_interval, inter_broker_listener, listen, session_timeout, start_up,
+};
+pub use volume::prepare_volume;
+use volume::redrive;
 
 /// Runs a broker on `vfs` until `shutdown` completes.
 ///
@@ -139,148 +148,6 @@ pub fn hand_off_deadline(config: &Config) -> Duration {
 /// How often a broker follows the cluster (controller, assignment) between
 /// two heartbeats.
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
-
-/// The start-up checks, each a clear error (the binary exits with it): the
-/// volume is this cluster's, this process holds the broker id's newest
-/// claim, the volume takes writes. Returns the cluster id, how many
-/// heartbeat temps of earlier runs were swept, and the claim.
-async fn start_up(
-    vfs: &dyn Vfs,
-    config: &Config,
-    incarnation: u64,
-) -> io::Result<(String, usize, IdClaim)> {
-    let id = config.broker_id;
-    redrive("preparing the volume", || prepare_volume(vfs)).await?;
-    let cluster_id = redrive("settling the cluster id", || {
-        identity::settle(vfs, id, config.cluster_id.as_deref())
-    })
-    .await?;
-    let token = ClaimToken::fresh(&format!(
-        "broker {id} incarnation {incarnation:016x} advertising {}",
-        config.advertised()
-    ));
-    let claimed = redrive("claiming the broker id", || {
-        id_claim::claim_id(vfs, id, 2 * heartbeat_interval(config), &token)
-    })
-    .await
-    // The claim is the first write to brokers/: a volume that refuses it
-    // (read-only, another user's) is told apart from a taken id.
-    .map_err(|e| match e.kind() {
-        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
-            startup::refuses_writes(e)
-        }
-        _ => e,
-    })?;
-    // Only now is this broker id this process's, so only now are its
-    // staged identity proposals of earlier runs its own to remove.
-    redrive("sweeping staged cluster ids", || {
-        identity::sweep_own_staging(vfs, id)
-    })
-    .await?;
-    let swept = redrive("sweeping heartbeat temps", || heartbeat::sweep(vfs, id)).await?;
-    redrive("probing the volume", || startup::probe_writable(vfs, id)).await?;
-    Ok((cluster_id, swept, claimed))
-}
-
-/// The name of the listener brokers reach each other on.
-fn inter_broker_listener(config: &Config) -> Arc<str> {
-    let name = config
-        .inter_broker_listener_name
-        .clone()
-        .map(|n| n.to_ascii_uppercase())
-        .or_else(|| config.listeners().ok().map(|l| l[0].name.clone()))
-        .unwrap_or_else(|| "PLAINTEXT".into());
-    Arc::from(name.as_str())
-}
-
-fn heartbeat_interval(config: &Config) -> Duration {
-    Duration::from_secs(config.heartbeat_interval_secs.max(1))
-}
-
-fn session_timeout(config: &Config) -> Duration {
-    Duration::from_secs(config.session_timeout_secs.max(1))
-}
-
-/// The Kafka listeners, bound, with what each is.
-type Bound = Vec<(ListenerInfo, TcpListener)>;
-
-/// Binds the Kafka listeners (served only once the cluster is known) and
-/// starts the probe server if one is configured.
-async fn listen(
-    config: &Config,
-    metrics: &Metrics,
-) -> io::Result<(Bound, Option<JoinHandle<()>>, Readiness)> {
-    let listeners = config
-        .listeners()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // One acceptor per TLS protocol in use: SSL and SASL_SSL differ in
-    // whether they ask for client certificates.
-    #[cfg(not(madsim))]
-    let mut tls = BTreeMap::new();
-    #[cfg(not(madsim))]
-    for l in listeners.iter().filter(|l| l.protocol.tls()) {
-        let key = l.protocol.to_string();
-        if tls.contains_key(&key) {
-            continue;
-        }
-        if let Some(files) = config.tls_files(l.protocol) {
-            let r = crate::security::tls::Reloading::new(files)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS: {e}")))?;
-            tokio::spawn(r.clone().watch(Duration::from_secs(config.ssl_reload_secs)));
-            tls.insert(key, r);
-        }
-    }
-    let mut bound = Vec::new();
-    for l in listeners {
-        let socket = TcpListener::bind(l.bind).await.map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot listen on {} (listener {}): {e}", l.bind, l.name),
-            )
-        })?;
-        tracing::info!(
-            listener = %l.name,
-            bind = %l.bind,
-            advertised = %l.advertised,
-            protocol = %l.protocol,
-            "listener bound"
-        );
-        let info = ListenerInfo {
-            name: Arc::from(l.name.as_str()),
-            protocol: l.protocol,
-            inter_broker: *inter_broker_listener(config) == *l.name,
-            #[cfg(not(madsim))]
-            tls: tls.get(&l.protocol.to_string()).cloned(),
-        };
-        bound.push((info, socket));
-    }
-    let readiness = Readiness::default();
-    let health = match config.health_listen {
-        Some(addr) => {
-            let l = TcpListener::bind(addr).await.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot listen on {addr} (--health-listen): {e}"),
-                )
-            })?;
-            Some(tokio::spawn(health::serve(
-                l,
-                readiness.clone(),
-                metrics.clone(),
-            )))
-        }
-        None => None,
-    };
-    Ok((bound, health, readiness))
-}
-
-/// Every listener's advertised address, when there are several.
-fn endpoints(config: &Config) -> BTreeMap<String, String> {
-    match config.listeners() {
-        Ok(l) if l.len() > 1 => l.into_iter().map(|l| (l.name, l.advertised)).collect(),
-        _ => BTreeMap::new(),
-    }
-}
 
 /// A started broker: its services and what it knows of the cluster.
 struct Node {
@@ -526,6 +393,7 @@ impl Node {
     /// One step of following the cluster: the controller's tick, the
     /// assignment applied, and the chores due started.
     async fn follow_once(&mut self, beat: bool, synced: &mut Option<(u32, u64)>) {
+        let began = tokio::time::Instant::now();
         match self.agent.tick().await {
             Ok(role) => {
                 if beat && matches!(role, Role::Controller { .. }) {
@@ -539,8 +407,21 @@ impl Node {
             // per interval (a takeover that failed is retried then).
             let key = (a.controller_epoch, a.version);
             if beat || *synced != Some(key) {
+                let new = *synced != Some(key);
                 *synced = Some(key);
+                let ticked = began.elapsed();
                 self.apply(a).await;
+                if new {
+                    // Every failover passes through here: how long this
+                    // broker took to read the assignment and to apply it.
+                    tracing::info!(
+                        controller_epoch = key.0,
+                        version = key.1,
+                        tick_ms = ticked.as_millis() as u64,
+                        apply_ms = (began.elapsed() - ticked).as_millis() as u64,
+                        "assignment applied"
+                    );
+                }
             }
         }
         if beat {
@@ -718,70 +599,6 @@ impl Node {
     }
 }
 
-/// Retries a start-up step whose end state is safe to re-drive, until it
-/// succeeds, a permanent error (wrong layout, permissions, bad input) shows
-/// up, or a bounded number of attempts failed.
-async fn redrive<T, F, Fut>(what: &str, mut step: F) -> io::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = io::Result<T>>,
-{
-    const ATTEMPTS: u32 = 10;
-    let mut attempt = 1;
-    loop {
-        match step().await {
-            Ok(v) => return Ok(v),
-            Err(e) if attempt < ATTEMPTS && !is_permanent(&e) => {
-                tracing::warn!(error = %e, attempt, "{what} failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn is_permanent(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::NotADirectory
-            | io::ErrorKind::IsADirectory
-            | io::ErrorKind::PermissionDenied
-            | io::ErrorKind::InvalidInput
-            | io::ErrorKind::InvalidData
-            | io::ErrorKind::ReadOnlyFilesystem
-            // Start-up checks that found a misconfiguration.
-            | io::ErrorKind::AddrInUse
-            | io::ErrorKind::AddrNotAvailable
-    )
-}
-
-/// Creates the top-level directories. Racing brokers all succeed: `mkdir` is
-/// atomic and `AlreadyExists` is the end state we want.
-pub async fn prepare_volume(vfs: &dyn Vfs) -> io::Result<()> {
-    for dir in layout::TOP_LEVEL {
-        match vfs.mkdir(Path::new(dir)).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let meta = vfs.stat(Path::new(dir)).await?;
-                if meta.kind != vfs::FileKind::Dir {
-                    return Err(io::Error::new(
-                        io::ErrorKind::NotADirectory,
-                        format!("preparing the volume: `{dir}` exists but is not a directory"),
-                    ));
-                }
-            }
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("preparing the volume: {e}"),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -820,69 +637,5 @@ mod tests {
         let err = run(vfs, config, std::future::pending()).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotADirectory);
         assert!(err.to_string().contains("`brokers` exists"), "{err}");
-    }
-}
-
-/// A chore that runs in rounds, each a task of its own, one round at a time.
-#[derive(Default)]
-struct Chore {
-    round: Option<JoinHandle<()>>,
-    running: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Chore {
-    fn running(&self) -> bool {
-        self.running.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Starts `round` unless the previous round is still running.
-    fn start(&mut self, round: impl Future<Output = ()> + Send + 'static) {
-        use std::sync::atomic::Ordering;
-        if self.running() {
-            return;
-        }
-        self.running.store(true, Ordering::Relaxed);
-        let running = self.running.clone();
-        self.round = Some(tokio::spawn(async move {
-            round.await;
-            running.store(false, Ordering::Relaxed);
-        }));
-    }
-
-    fn abort(&self) {
-        if let Some(round) = &self.round {
-            round.abort();
-        }
-    }
-}
-
-/// Cleaner rounds (segment rolls by age, compaction passes), each a task
-/// of its own so that a long pass never holds up heartbeats and
-/// takeovers, started only when a partition has work: a broker with
-/// nothing to clean runs nothing.
-#[derive(Default)]
-struct Cleaner {
-    chore: Chore,
-    last: Option<tokio::time::Instant>,
-}
-
-impl Cleaner {
-    fn start_if_due(&mut self, leaders: &Arc<Leaders>, config: &Config) {
-        let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
-        if self.chore.running()
-            || self.last.is_some_and(|l| l.elapsed() < backoff)
-            || !leaders.cleaning_due(config.wall_clock.now_ms())
-        {
-            return;
-        }
-        self.last = Some(tokio::time::Instant::now());
-        let limits = CleanerLimits {
-            dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
-            io_bytes_per_second: Some(config.log_cleaner_io_max_bytes_per_second)
-                .filter(|r| *r > 0),
-        };
-        let (leaders, clock) = (leaders.clone(), config.wall_clock.clone());
-        self.chore
-            .start(async move { leaders.clean(&limits, clock.now_ms()).await });
     }
 }
