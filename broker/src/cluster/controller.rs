@@ -291,6 +291,16 @@ impl ControllerAgent {
             offline,
         };
         assignment::write(v.as_ref(), &next).await?;
+        if version == 1 {
+            // How long a new controller took to its first assignment: part
+            // of every failover of a controller's host.
+            tracing::info!(
+                epoch,
+                millis = now.elapsed().as_millis() as u64,
+                partitions = next.partitions.len(),
+                "first assignment of this controller epoch written"
+            );
+        }
         Ok(Role::Controller { epoch })
     }
 
