@@ -37,6 +37,7 @@ import signal
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka.admin import AdminClient
 
@@ -68,29 +69,41 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def settled(admin, deadline_s=w.EVENTUALLY, quiet_s=3):
+class Settled:
     """Waits until three brokers are listed and lead every partition of
     the idempotent topic, with no leader moving for `quiet_s` (the
     previous round's moves done, so that they are not taken for this
-    round's); False if that never happened."""
-    deadline = time.monotonic() + deadline_s
-    last, since = None, None
-    while time.monotonic() < deadline:
-        try:
-            md = admin.list_topics(timeout=20)
-            parts = md.topics[w.IDEM].partitions
-            leaders = {p: q.leader for p, q in parts.items()}
-            if len(md.brokers) == 3 and all(x in md.brokers for x in leaders.values()):
-                if leaders != last:
-                    last, since = leaders, time.monotonic()
-                elif time.monotonic() - since >= quiet_s:
-                    return True
-            else:
+    round's); False if that never happened. Before a round (`again`),
+    leaders just as the last settled call left them need no new quiet
+    time: the checks of the round before were that quiet time. After a
+    fault they do: a move may be under way."""
+
+    def __init__(self, admin):
+        self.admin, self.known = admin, None
+
+    def __call__(self, again=False, deadline_s=w.EVENTUALLY, quiet_s=3):
+        deadline = time.monotonic() + deadline_s
+        last, since = None, None
+        while time.monotonic() < deadline:
+            try:
+                md = self.admin.list_topics(timeout=20)
+                parts = md.topics[w.IDEM].partitions
+                leaders = {p: q.leader for p, q in parts.items()}
+                if len(md.brokers) == 3 and all(x in md.brokers for x in leaders.values()):
+                    if again and last is None and leaders == self.known:
+                        return True
+                    if leaders != last:
+                        last, since = leaders, time.monotonic()
+                    elif time.monotonic() - since >= quiet_s:
+                        self.known = leaders
+                        return True
+                else:
+                    last = None
+            except Exception:  # noqa: BLE001 - metadata while brokers move
                 last = None
-        except Exception:  # noqa: BLE001 - metadata while brokers move
-            last = None
-        time.sleep(1)
-    return False
+            self.known = None
+            time.sleep(1)
+        return False
 
 
 def led_by(admin, broker):
@@ -139,16 +152,25 @@ def recovered(idem, t0, deadline_s, cluster, gone):
         time.sleep(0.2)
 
 
-def run_round(i, p, cluster, admin, work):
+def run_round(i, p, cluster, admin, settled, work):
     fault = faults.Fault(cluster, p)
-    if not settled(admin):
+    phases, mark = {}, [time.monotonic()]
+
+    def took(name):
+        now = time.monotonic()
+        phases[name] = round(now - mark[0], 1)
+        mark[0] = now
+
+    if not settled(again=True):
         return {"problems": ["the cluster never had three brokers leading every partition "
                              "before the round"]}
     gone = p.get("victim") if p["kind"] in JUDGED else None
     victim_led = None if gone is None else led_by(admin, gone)
     log(f"round {i}: {faults.describe(p)}"
         + ("" if victim_led is None else f" (it leads {victim_led} of {w.IDEM_PARTITIONS})"))
+    took("settle")
     fault.inject()
+    took("inject")
     # From when the fault took hold (a kill or a rule is applied through
     # the host's agent, a few hundred ms under emulation): records sent
     # before then may still be acknowledged by the victim and would read
@@ -169,28 +191,41 @@ def run_round(i, p, cluster, admin, work):
     else:
         row["failover"] = max(first.values())
         row["first_ack"] = min(first.values())
+    took("heal+recover")
     fault.restore()
-    if not settled(admin):
+    took("restore")
+    if not settled():
         problems.append("three brokers never led every partition again after the round")
-    for name, worker in work.items():
-        began = time.monotonic()
-        result = worker.check()
+    took("settle again")
+    # Each check reads with a client of its own: side by side.
+    with ThreadPoolExecutor(len(work)) as pool:
+        checks = dict(zip(work, pool.map(timed_check, work.values())))
+    for name, (result, secs) in checks.items():
         problems += result.pop("problems")
         row[name] = result
-        if time.monotonic() - began > 30:
-            log(f"round {i}: the {name} check took {time.monotonic() - began:.0f} s; "
-                f"its client's last errors: {worker.errors[-3:]}")
+        if secs > 30:
+            log(f"round {i}: the {name} check took {secs:.0f} s; "
+                f"its client's last errors: {work[name].errors[-3:]}")
+    took("checks")
     row["problems"] = problems
     cluster.evidence(f"round{i:03}")
+    took("evidence")
+    row["phases"] = phases
     log(f"round {i}: failover {fmt(row.get('failover'))} s (every partition led again "
         f"{fmt(row.get('led'))} s), first ack {fmt(row.get('first_ack'))} s"
         f", {row['idem']['acked']} acknowledged, {row['idem']['lost']} lost, "
         f"{row['idem']['duplicated']} duplicated" +
         (f" ({row['idem']['resent']} more re-sent by librdkafka under a bumped producer epoch: "
          f"{row['idem']['resent_examples']})" if row['idem'].get('resent') else "")
-        + ("" if not problems else
-                                                    f"; PROBLEMS: {problems[:5]}"))
+        + ("" if not problems else f"; PROBLEMS: {problems[:5]}")
+        + f"; seconds spent: {phases}")
     return row
+
+
+def timed_check(worker):
+    began = time.monotonic()
+    result = worker.check()
+    return result, time.monotonic() - began
 
 
 def fmt(x):
@@ -258,6 +293,7 @@ def main():
         bootstrap = cluster.bootstrap()
         w.create_topics(bootstrap)
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        settled = Settled(admin)
         work = {"idem": w.Idempotent(bootstrap), "txn": w.Transactional(bootstrap, args.seed),
                 "group": w.Group(bootstrap), "churn": w.Churn(bootstrap),
                 "compact": w.Compacted(bootstrap)}
@@ -269,7 +305,7 @@ def main():
                 log(f"the budget of {args.budget_minutes:g} minutes is spent: {len(rows)} of "
                     f"{len(plan)} rounds ran")
                 break
-            row = run_round(i, p, cluster, admin, work)
+            row = run_round(i, p, cluster, admin, settled, work)
             row.update(p)
             row["round"] = i
             if "idem" in row:
