@@ -751,11 +751,11 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         })
         .await
         .unwrap_or_default();
-    if let Some(t) = transacted {
-        let _ = t.await;
-    }
     if let Some(c) = compacted {
         let _ = c.await;
+    }
+    if let Some(t) = transacted {
+        let _ = t.await;
     }
     let _ = pipelined.await;
     if let Some(t) = acls_applied {
@@ -782,24 +782,6 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
-    if opts.movers {
-        let volume = nfs.host(OBSERVER_HOST);
-        let found = reader
-            .spawn(async move { crate::movers::final_state(&volume, start, deadline).await })
-            .await
-            .ok()
-            .flatten();
-        history.record(start.elapsed(), Event::ReassignFinal { found });
-    }
-    if opts.quotas {
-        let volume = nfs.host(OBSERVER_HOST);
-        let found = reader
-            .spawn(async move { crate::quota_setters::final_state(&volume).await })
-            .await
-            .ok()
-            .flatten();
-        history.record(start.elapsed(), Event::QuotaFinal { found });
-    }
     if opts.security {
         let volume = nfs.host(OBSERVER_HOST);
         let versions = reader
@@ -823,6 +805,24 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
                 .map(|(v, m)| (v, m.into_iter().collect()));
             history.record(start.elapsed(), Event::SecurityMarkersFinal { doc, found });
         }
+    }
+    if opts.movers {
+        let volume = nfs.host(OBSERVER_HOST);
+        let found = reader
+            .spawn(async move { crate::movers::final_state(&volume, start, deadline).await })
+            .await
+            .ok()
+            .flatten();
+        history.record(start.elapsed(), Event::ReassignFinal { found });
+    }
+    if opts.quotas {
+        let volume = nfs.host(OBSERVER_HOST);
+        let found = reader
+            .spawn(async move { crate::quota_setters::final_state(&volume).await })
+            .await
+            .ok()
+            .flatten();
+        history.record(start.elapsed(), Event::QuotaFinal { found });
     }
     let events = history.events();
     for (at, e) in &events {
