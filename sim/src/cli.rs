@@ -8,7 +8,7 @@ use clap::Parser;
 
 use crate::args::{Args, FAULT_KINDS, FaultSet};
 use crate::checker::Invariant;
-use crate::harness::{self, Options, Report};
+use crate::run::{self, Options, Report};
 use crate::swarm;
 
 pub fn main() -> ExitCode {
@@ -19,23 +19,7 @@ pub fn main() -> ExitCode {
     }
     let seeds = args.seed_range();
     let total = seeds.end - seeds.start;
-    let faults = match (&args.faults, &args.world) {
-        (Some(f), _) => fault_list(f),
-        (None, Some(w)) => format!("swarm({w})"),
-        (None, None) => "swarm".to_owned(),
-    };
-    println!(
-        "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
-        args.brokers,
-        args.duration_secs(),
-        seeds.start,
-        seeds.end,
-        if args.check_determinism {
-            " check-determinism"
-        } else {
-            ""
-        }
-    );
+    print_config(&args, &seeds);
     let wall = Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut simulated = Duration::ZERO;
@@ -96,14 +80,10 @@ pub fn main() -> ExitCode {
     if total > 1 && tty {
         eprintln!();
     }
-    if let Some(path) = &args.trace {
-        let text = last_trace.join("\n") + "\n";
-        #[allow(clippy::disallowed_methods)] // the simulator's output, not a volume
-        let written = std::fs::write(path, text);
-        if let Err(e) = written {
-            eprintln!("cannot write the trace to {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = &args.trace
+        && !write_trace(path, &last_trace)
+    {
+        return ExitCode::FAILURE;
     }
     let secs = wall.elapsed().as_secs_f64().max(1e-9);
     println!(
@@ -117,23 +97,60 @@ pub fn main() -> ExitCode {
     if total > 1 {
         print_coverage(&checked, &reached);
     }
-    if !failed.is_empty() {
-        println!("failures:");
-        println!("| seed | first violation | replay |");
-        println!("|---|---|---|");
-        for (seed, violations) in &failed {
-            println!(
-                "| {seed} | {} | `{}` |",
-                violations.first().map_or("", String::as_str),
-                replay(&args, *seed)
-            );
-        }
-    }
     if failed.is_empty() {
         ExitCode::SUCCESS
     } else {
+        print_failures(&args, &failed);
         ExitCode::FAILURE
     }
+}
+
+/// The sweep's settings, first line of its output.
+fn print_config(args: &Args, seeds: &std::ops::Range<u64>) {
+    let faults = match (&args.faults, &args.world) {
+        (Some(f), _) => fault_list(f),
+        (None, Some(w)) => format!("swarm({w})"),
+        (None, None) => "swarm".to_owned(),
+    };
+    println!(
+        "config brokers={} duration={}s faults={faults} seeds={}..{}{}",
+        args.brokers,
+        args.duration_secs(),
+        seeds.start,
+        seeds.end,
+        if args.check_determinism {
+            " check-determinism"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The failed seeds, each with its first violation and how to replay it.
+fn print_failures(args: &Args, failed: &[(u64, Vec<String>)]) {
+    println!("failures:");
+    println!("| seed | first violation | replay |");
+    println!("|---|---|---|");
+    for (seed, violations) in failed {
+        println!(
+            "| {seed} | {} | `{}` |",
+            violations.first().map_or("", String::as_str),
+            replay(args, *seed)
+        );
+    }
+}
+
+/// The last seed's trace into `path`; false (and why, on stderr) if it
+/// could not be written.
+fn write_trace(path: &std::path::Path, trace: &[String]) -> bool {
+    let text = trace.join("\n") + "\n";
+    #[allow(clippy::disallowed_methods)] // the simulator's output, not a volume
+    let written = std::fs::write(path, text);
+    if let Err(e) = written {
+        eprintln!("cannot write the trace to {}: {e}", path.display());
+        return false;
+    }
+    true
 }
 
 /// What a sweep checked: each invariant with how many operations it was
@@ -186,9 +203,9 @@ fn run_seed(args: &Args, seed: u64) -> Report {
         // Counted from the start, whatever the world drew.
         opts.points.aim_after_ms = 0;
     }
-    let mut report = harness::run(&opts);
+    let mut report = run::run(&opts);
     if args.check_determinism {
-        let again = harness::run(&opts);
+        let again = run::run(&opts);
         if again.trace != report.trace {
             let at = report
                 .trace
@@ -209,7 +226,7 @@ fn run_seed(args: &Args, seed: u64) -> Report {
 }
 
 /// One worker per job, each taking the next seed not yet taken. Every seed
-/// runs in a runtime of its own (`harness::run`), so workers share nothing
+/// runs in a runtime of its own (`run::run`), so workers share nothing
 /// but the queue: a seed's run is the same on any worker.
 #[allow(clippy::disallowed_methods)] // outside the simulated world: it hosts runs
 fn spawn_workers(
@@ -280,7 +297,7 @@ fn run_scenario(args: &Args, name: &str) -> ExitCode {
     let total = seeds.clone().count();
     let mut last_trace = Vec::new();
     for seed in seeds {
-        let report = harness::run(&scenario.options(seed, &bugs));
+        let report = run::run(&scenario.options(seed, &bugs));
         let mut replay_cmd = format!("cargo run -p sim -- --scenario {}", scenario.name);
         if let Some(b) = &args.reintroduce {
             replay_cmd.push_str(&format!(" --reintroduce {b}"));

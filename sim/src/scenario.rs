@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use vfs::model::NfsConfig;
 
+use crate::actors::Cast;
 use crate::args::{FAULT_KINDS, FaultSet};
-use crate::harness::{Fault, FaultKind, Options, Trigger};
+use crate::run::{Fault, FaultKind, Options, Trigger};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,12 +35,12 @@ pub struct Scenario {
     /// default one `faults` picks.
     #[serde(default)]
     pub nfs: Option<NfsConfig>,
-    /// Whether the two topic creators run (`sim::creators`); on unless a
+    /// Whether the two topic creators run (`actors::creators`); on unless a
     /// scenario's timeline must hit one particular kind of call that their
     /// topics would make too.
     #[serde(default = "yes")]
     pub creators: bool,
-    /// Whether the trimmer runs (`sim::trimmer`); off unless asked for, so
+    /// Whether the trimmer runs (`actors::trimmer` and `actors::compactor`); off unless asked for, so
     /// the scenarios written before it replay as they were recorded.
     #[serde(default)]
     pub trimmer: bool,
@@ -159,18 +160,16 @@ impl Scenario {
         if let Some(nfs) = &self.nfs {
             opts.nfs = nfs.clone();
         }
-        opts.creators = self.creators;
-        opts.trimmer = self.trimmer;
         // Written before the producer-id racer, the committer, patient
         // producers and tiny id blocks: they replay as they were recorded.
-        opts.id_racer = false;
-        opts.committer = false;
-        opts.next_members = false;
-        opts.transactions = false;
-        opts.security = false;
-        opts.movers = false;
-        opts.quotas = false;
-        opts.repairer = false;
+        let mut cast = vec!["producers", "consumer", "admin", "members", "pipeliner"];
+        if self.creators {
+            cast.push("creators");
+        }
+        if self.trimmer {
+            cast.extend(["trimmer", "compactor"]);
+        }
+        opts.cast = Cast::everyone().only(&cast);
         opts.patient_producers = false;
         opts.producer_id_block = 1000;
         opts.scripted = self
@@ -214,7 +213,7 @@ pub fn all() -> Result<Vec<Scenario>, String> {
 /// digest, the faults injected (by the timeline and by the model NFS) and
 /// each invariant it reported, with how often. The regression suite keeps
 /// one per scenario and way (today's code, bug reintroduced) as a snapshot.
-pub fn summary(report: &crate::harness::Report) -> String {
+pub fn summary(report: &crate::run::Report) -> String {
     let mut out = format!(
         "seed: {}\nverdict: {}\ndigest: {}\n",
         report.seed,

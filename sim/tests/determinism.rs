@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use broker::heartbeat::Heartbeat;
 use bytes::Bytes;
-use sim::harness::{self, Options, Violations};
+use sim::run::{self, Options, Violations};
 use sim::trace::Trace;
 use vfs::{MemVfs, Vfs};
 
@@ -23,8 +23,8 @@ fn opts(seed: u64) -> Options {
 
 #[test]
 fn the_same_seed_gives_the_same_digest() {
-    let a = harness::run(&opts(7));
-    let b = harness::run(&opts(7));
+    let a = run::run(&opts(7));
+    let b = run::run(&opts(7));
     assert!(a.passed(), "{:?}", a.violations);
     assert_eq!(a.trace, b.trace);
     assert_eq!(a.digest, b.digest);
@@ -33,9 +33,8 @@ fn the_same_seed_gives_the_same_digest() {
 
 #[test]
 fn different_seeds_give_different_digests() {
-    let digests: std::collections::BTreeSet<_> = (1..=3)
-        .map(|seed| harness::run(&opts(seed)).digest)
-        .collect();
+    let digests: std::collections::BTreeSet<_> =
+        (1..=3).map(|seed| run::run(&opts(seed)).digest).collect();
     assert_eq!(digests.len(), 3, "{digests:?}");
 }
 
@@ -43,7 +42,7 @@ fn different_seeds_give_different_digests() {
 fn every_random_draw_replays() {
     // madsim runs the seed twice and panics if any random draw differs.
     let report = madsim::runtime::Runtime::check_determinism(11, madsim::Config::default(), || {
-        harness::simulate(opts(11), false)
+        run::simulate(opts(11), false)
     });
     assert!(report.passed(), "{:?}", report.violations);
 }
@@ -59,7 +58,7 @@ fn observe_volume(seed: u64, setup: Setup) -> Vec<String> {
         let violations = Violations::default();
         let observer = madsim::runtime::Handle::current().create_node().build();
         let vfs: Arc<dyn Vfs> = Arc::new(volume.clone());
-        observer.spawn(harness::observe(
+        observer.spawn(run::observe(
             vfs,
             1,
             Trace::default(),
@@ -84,7 +83,9 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         offline: Vec::new(),
         created: Vec::new(),
     };
-    broker::heartbeat::write(volume, &hb).await.unwrap();
+    broker::heartbeat::write(volume, &hb)
+        .await
+        .unwrap();
 }
 
 #[test]
@@ -156,8 +157,8 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         within: Vec::new(),
         freeze_ms: None,
     };
-    let a = harness::run(&o);
-    let b = harness::run(&o);
+    let a = run::run(&o);
+    let b = run::run(&o);
     assert!(a.passed(), "{:?}", a.violations);
     assert_eq!(a.digest, b.digest, "a run with fault points replays");
     let p = &a.points;

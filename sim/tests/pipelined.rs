@@ -13,7 +13,8 @@ use std::time::Duration;
 use broker::config::Config;
 use clap::Parser;
 use madsim::runtime::{Handle, Runtime};
-use sim::workload::{Event, History, Session};
+use sim::history::{Event, History};
+use sim::session::Session;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use vfs::Vfs;
@@ -87,7 +88,10 @@ fn transactional_produce_requests_in_flight_together_are_all_answered() {
             let history = History::default();
             let s = Session::new("pipeliner", 1, Instant::now(), history.clone());
             client("pipeliner")
-                .spawn(sim::pipeliner::final_pipeliner(s, Duration::from_secs(90)))
+                .spawn(sim::actors::pipeliner::final_pipeliner(
+                    s,
+                    Duration::from_secs(90),
+                ))
                 .await
                 .unwrap();
             history

@@ -5,12 +5,12 @@
 #![cfg(madsim)]
 #![allow(clippy::unwrap_used)] // test helpers: a failed step is a failed test
 
-use sim::harness;
+use sim::run;
 use sim::scenario::{self, Scenario};
 
-fn run(s: &Scenario, bug: Option<&str>) -> harness::Report {
+fn run(s: &Scenario, bug: Option<&str>) -> run::Report {
     let bugs: Vec<String> = bug.iter().map(|b| (*b).to_owned()).collect();
-    harness::run(&s.options(s.seed, &bugs))
+    run::run(&s.options(s.seed, &bugs))
 }
 
 #[test]

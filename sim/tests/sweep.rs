@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use sim::harness::{self, Options};
+use sim::run::{self, Options};
 
 #[test]
 #[ignore = "the mutation run's test command; ci/test sweeps in release mode"]
@@ -20,7 +20,7 @@ fn swarm_seeds_pass_the_checker() {
         .expect("KAAS_SWEEP_SEEDS is A..B");
     // The first failing seed is enough: a caught mutant ends early.
     for seed in from..to {
-        let report = harness::run(&Options::swarm(seed, 3, Duration::from_secs(60)));
+        let report = run::run(&Options::swarm(seed, 3, Duration::from_secs(60)));
         assert!(
             report.passed(),
             "seed {seed} failed: {:?}",

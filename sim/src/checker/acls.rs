@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::workload::Event;
+use crate::history::Event;
 
 use super::{Invariant, at};
 

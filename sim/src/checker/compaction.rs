@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::compactor::{DELETE_RETENTION, Written};
-use crate::workload::{Event, Outcome};
+use crate::actors::compactor::{DELETE_RETENTION, Written};
+use crate::history::{Event, Outcome};
 
 use super::Invariant;
 
@@ -26,7 +26,6 @@ type Sent<'a> = (Duration, &'a Option<String>);
 /// when it was sent.
 type Acked<'a> = (i64, &'a Option<String>, Duration, Duration);
 
-/// Judges the compactor's history on its own: it writes only its topic.
 /// A whole read of a partition: when it started and ended, and what it
 /// read by offset.
 struct WholeRead<'a> {
@@ -37,7 +36,32 @@ struct WholeRead<'a> {
     what: &'static str,
 }
 
+/// Judges the compactor's history on its own: it writes only its topic.
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
+    let (reads, finals) = whole_reads(events, out);
+    let w = Writes::of(events);
+    for read in &reads {
+        nothing_invented(read, &w, out);
+    }
+    for read in &reads {
+        newest_kept(read, &w, out);
+    }
+    for partition in &w.written {
+        if !finals.contains(partition) {
+            out.push(Invariant::Liveness.says(format!(
+                "compacted partition {partition} was not readable after the faults healed"
+            )));
+        }
+    }
+}
+
+/// Every whole read of a partition (the final ones too, by partition),
+/// and the final reads that found a key more than once
+/// (compaction-unfinished).
+fn whole_reads<'a>(
+    events: &'a [(Duration, Event)],
+    out: &mut Vec<String>,
+) -> (Vec<WholeRead<'a>>, BTreeSet<i32>) {
     let mut finals: BTreeSet<i32> = BTreeSet::new();
     let mut reads: Vec<WholeRead> = Vec::new();
     for (at, e) in events {
@@ -82,171 +106,192 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             }
         }
     }
-    // Per partition and key: every write sent (when, value) and every one
-    // acknowledged (offset, value, when).
-    let mut sent: BTreeMap<(i32, &str), Vec<Sent>> = BTreeMap::new();
-    let mut acked: BTreeMap<(i32, &str), Vec<Acked>> = BTreeMap::new();
-    let mut at_offset: BTreeMap<(i32, i64), (&str, &Option<String>)> = BTreeMap::new();
-    let mut written: BTreeSet<i32> = BTreeSet::new();
-    let txns = Txns::of(events);
-    // Records of aborted transactions: by offset where it is known, else
-    // by value (values are unique; an aborted tombstone without an offset
-    // cannot be told apart, and is not looked for).
-    let mut aborted_at: BTreeMap<(i32, i64), &str> = BTreeMap::new();
-    let mut aborted_values: BTreeMap<(i32, &str, &str), &str> = BTreeMap::new();
-    for (at, e) in events {
-        match e {
-            Event::CompactTxnSent {
-                label,
-                partition,
-                records,
-            } => {
-                let produced = txns.produced.get(label.as_str());
-                let committed = txns.committed.get(label.as_str());
-                for (i, (key, value)) in records.iter().enumerate() {
-                    let offset = produced.map(|(o, _)| o + i as i64);
-                    if !txns.commit_sent.contains(label.as_str()) {
-                        match (offset, value) {
-                            (Some(o), _) => {
-                                aborted_at.insert((*partition, o), label);
+    (reads, finals)
+}
+
+/// Per partition and key: every write sent (when, value) and every one
+/// acknowledged (offset, value, when); what each offset was written with;
+/// and the records of transactions never committed.
+struct Writes<'a> {
+    sent: BTreeMap<(i32, &'a str), Vec<Sent<'a>>>,
+    acked: BTreeMap<(i32, &'a str), Vec<Acked<'a>>>,
+    at_offset: BTreeMap<(i32, i64), (&'a str, &'a Option<String>)>,
+    written: BTreeSet<i32>,
+    /// Records of aborted transactions: by offset where it is known, else
+    /// by value (values are unique; an aborted tombstone without an offset
+    /// cannot be told apart, and is not looked for).
+    aborted_at: BTreeMap<(i32, i64), &'a str>,
+    aborted_values: BTreeMap<(i32, &'a str, &'a str), &'a str>,
+}
+
+impl<'a> Writes<'a> {
+    fn of(events: &'a [(Duration, Event)]) -> Self {
+        let mut sent: BTreeMap<(i32, &str), Vec<Sent>> = BTreeMap::new();
+        let mut acked: BTreeMap<(i32, &str), Vec<Acked>> = BTreeMap::new();
+        let mut at_offset: BTreeMap<(i32, i64), (&str, &Option<String>)> = BTreeMap::new();
+        let mut written: BTreeSet<i32> = BTreeSet::new();
+        let txns = Txns::of(events);
+        let mut aborted_at: BTreeMap<(i32, i64), &str> = BTreeMap::new();
+        let mut aborted_values: BTreeMap<(i32, &str, &str), &str> = BTreeMap::new();
+        for (at, e) in events {
+            match e {
+                Event::CompactTxnSent {
+                    label,
+                    partition,
+                    records,
+                } => {
+                    let produced = txns.produced.get(label.as_str());
+                    let committed = txns.committed.get(label.as_str());
+                    for (i, (key, value)) in records.iter().enumerate() {
+                        let offset = produced.map(|(o, _)| o + i as i64);
+                        if !txns.commit_sent.contains(label.as_str()) {
+                            match (offset, value) {
+                                (Some(o), _) => {
+                                    aborted_at.insert((*partition, o), label);
+                                }
+                                (None, Some(v)) => {
+                                    aborted_values.insert((*partition, key, v), label);
+                                }
+                                (None, None) => {}
                             }
-                            (None, Some(v)) => {
-                                aborted_values.insert((*partition, key, v), label);
-                            }
-                            (None, None) => {}
+                            continue;
                         }
-                        continue;
-                    }
-                    // Its commit was sent, so the batch was acknowledged.
-                    let (Some(offset), Some((_, produced_at))) = (offset, produced) else {
-                        continue;
-                    };
-                    sent.entry((*partition, key.as_str()))
-                        .or_default()
-                        .push((*produced_at, value));
-                    at_offset.insert((*partition, offset), (key.as_str(), value));
-                    if let Some(answered) = committed {
-                        written.insert(*partition);
-                        acked
-                            .entry((*partition, key.as_str()))
+                        // Its commit was sent, so the batch was acknowledged.
+                        let (Some(offset), Some((_, produced_at))) = (offset, produced) else {
+                            continue;
+                        };
+                        sent.entry((*partition, key.as_str()))
                             .or_default()
-                            .push((offset, value, *answered, *at));
+                            .push((*produced_at, value));
+                        at_offset.insert((*partition, offset), (key.as_str(), value));
+                        if let Some(answered) = committed {
+                            written.insert(*partition);
+                            acked
+                                .entry((*partition, key.as_str()))
+                                .or_default()
+                                .push((offset, value, *answered, *at));
+                        }
                     }
                 }
-            }
-            Event::CompactSent {
-                partition,
-                key,
-                value,
-            } => sent
-                .entry((*partition, key.as_str()))
-                .or_default()
-                .push((*at, value)),
-            Event::CompactProduced {
-                partition,
-                sent,
-                offset,
-                key,
-                value,
-            } => {
-                written.insert(*partition);
-                acked
+                Event::CompactSent {
+                    partition,
+                    key,
+                    value,
+                } => sent
                     .entry((*partition, key.as_str()))
                     .or_default()
-                    .push((*offset, value, *at, *sent));
-                at_offset.insert((*partition, *offset), (key.as_str(), value));
-            }
-            _ => {}
-        }
-    }
-    for WholeRead { partition, log, .. } in &reads {
-        for (offset, (key, value)) in log {
-            let aborted = aborted_at.get(&(*partition, *offset)).or_else(|| {
-                value
-                    .as_deref()
-                    .and_then(|v| aborted_values.get(&(*partition, key.as_str(), v)))
-            });
-            if let Some(label) = aborted {
-                out.push(Invariant::AbortedRead.says(format!(
-                    "compacted partition {partition} has {key}={value:?} at {offset}, written by transaction {label}, which was never committed"
-                )));
-                continue;
-            }
-            let invented = match at_offset.get(&(*partition, *offset)) {
-                Some((k, v)) => k != key || *v != value,
-                None => !sent
-                    .get(&(*partition, key.as_str()))
-                    .is_some_and(|w| w.iter().any(|(_, v)| *v == value)),
-            };
-            if invented {
-                out.push(Invariant::CompactedWriteLost.says(format!(
-                    "compacted partition {partition} has {key}={value:?} at {offset}, which no write put there"
-                )));
-            }
-        }
-    }
-    // Each read holds, for every key, the newest write acknowledged before
-    // it started, or a newer one sent before it ended. How long a
-    // tombstone stays is not judged: its delete horizon is in the clock of
-    // the leader that first kept it, and the next leader's clock may be
-    // minutes ahead (the simulator skews and jumps each broker's clock), as
-    // on any cluster.
-    for read in &reads {
-        for ((partition, key), writes) in acked.range((read.partition, "")..) {
-            if *partition != read.partition {
-                break;
-            }
-            let Some((offset, value, answered, _)) = writes
-                .iter()
-                .filter(|w| w.2 < read.started)
-                .max_by_key(|w| w.0)
-            else {
-                continue;
-            };
-            let newest_read = read
-                .log
-                .iter()
-                .filter(|(_, (k, _))| k == key)
-                .map(|(o, _)| *o)
-                .max();
-            let ok = match newest_read {
-                Some(o) if o >= *offset => true,
-                // An older value of a key deleted last: a pass removed it
-                // only after the read had gone by, and a later one removed
-                // the tombstone (past its horizon) before the read got
-                // there. Kafka gives a reader delete.retention.ms to read a
-                // compacted log whole and see every tombstone; a read that
-                // took longer may miss them.
-                Some(_) => {
-                    value.is_none() && read.ended.saturating_sub(read.started) >= DELETE_RETENTION
+                    .push((*at, value)),
+                Event::CompactProduced {
+                    partition,
+                    sent,
+                    offset,
+                    key,
+                    value,
+                } => {
+                    written.insert(*partition);
+                    acked
+                        .entry((*partition, key.as_str()))
+                        .or_default()
+                        .push((*offset, value, *at, *sent));
+                    at_offset.insert((*partition, *offset), (key.as_str(), value));
                 }
-                // Gone: a tombstone went last (it goes too, after
-                // delete.retention.ms), or one sent later may have landed.
-                None => {
-                    value.is_none()
-                        || sent.get(&(*partition, *key)).is_some_and(|w| {
-                            w.iter().any(|(at, v)| {
-                                v.is_none()
-                                    && *at + REQUEST_TIMEOUT >= *answered
-                                    && *at <= read.ended
-                            })
+                _ => {}
+            }
+        }
+        Self {
+            sent,
+            acked,
+            at_offset,
+            written,
+            aborted_at,
+            aborted_values,
+        }
+    }
+}
+
+/// Every record `read` found was written there (compacted-write-lost)
+/// and committed (aborted-read).
+fn nothing_invented(read: &WholeRead, w: &Writes, out: &mut Vec<String>) {
+    let WholeRead { partition, log, .. } = read;
+    for (offset, (key, value)) in log {
+        let aborted = w.aborted_at.get(&(*partition, *offset)).or_else(|| {
+            value
+                .as_deref()
+                .and_then(|v| w.aborted_values.get(&(*partition, key.as_str(), v)))
+        });
+        if let Some(label) = aborted {
+            out.push(Invariant::AbortedRead.says(format!(
+                "compacted partition {partition} has {key}={value:?} at {offset}, written by transaction {label}, which was never committed"
+            )));
+            continue;
+        }
+        let invented = match w.at_offset.get(&(*partition, *offset)) {
+            Some((k, v)) => k != key || *v != value,
+            None => !w
+                .sent
+                .get(&(*partition, key.as_str()))
+                .is_some_and(|w| w.iter().any(|(_, v)| *v == value)),
+        };
+        if invented {
+            out.push(Invariant::CompactedWriteLost.says(format!(
+                "compacted partition {partition} has {key}={value:?} at {offset}, which no write put there"
+            )));
+        }
+    }
+}
+
+/// `read` holds, for every key, the newest write acknowledged before it
+/// started, or a newer one sent before it ended (compacted-write-lost).
+fn newest_kept(read: &WholeRead, w: &Writes, out: &mut Vec<String>) {
+    // How long a tombstone stays is not judged: its delete horizon is in
+    // the clock of the leader that first kept it, and the next leader's
+    // clock may be minutes ahead (the simulator skews and jumps each
+    // broker's clock), as on any cluster.
+    for ((partition, key), writes) in w.acked.range((read.partition, "")..) {
+        if *partition != read.partition {
+            break;
+        }
+        let Some((offset, value, answered, _)) = writes
+            .iter()
+            .filter(|w| w.2 < read.started)
+            .max_by_key(|w| w.0)
+        else {
+            continue;
+        };
+        let newest_read = read
+            .log
+            .iter()
+            .filter(|(_, (k, _))| k == key)
+            .map(|(o, _)| *o)
+            .max();
+        let ok = match newest_read {
+            Some(o) if o >= *offset => true,
+            // An older value of a key deleted last: a pass removed it
+            // only after the read had gone by, and a later one removed
+            // the tombstone (past its horizon) before the read got
+            // there. Kafka gives a reader delete.retention.ms to read a
+            // compacted log whole and see every tombstone; a read that
+            // took longer may miss them.
+            Some(_) => {
+                value.is_none() && read.ended.saturating_sub(read.started) >= DELETE_RETENTION
+            }
+            // Gone: a tombstone went last (it goes too, after
+            // delete.retention.ms), or one sent later may have landed.
+            None => {
+                value.is_none()
+                    || w.sent.get(&(*partition, *key)).is_some_and(|w| {
+                        w.iter().any(|(at, v)| {
+                            v.is_none() && *at + REQUEST_TIMEOUT >= *answered && *at <= read.ended
                         })
-                }
-            };
-            if !ok {
-                out.push(Invariant::CompactedWriteLost.says(format!(
-                    "{key}={value:?} was acknowledged at {partition}/{offset} (at {:.3}s), the newest acknowledged write of {key} when {} started (at {:.3}s), whose newest {key} is {newest_read:?}",
-                    answered.as_secs_f64(),
-                    read.what,
-                    read.started.as_secs_f64()
-                )));
+                    })
             }
-        }
-    }
-    for partition in &written {
-        if !finals.contains(partition) {
-            out.push(Invariant::Liveness.says(format!(
-                "compacted partition {partition} was not readable after the faults healed"
+        };
+        if !ok {
+            out.push(Invariant::CompactedWriteLost.says(format!(
+                "{key}={value:?} was acknowledged at {partition}/{offset} (at {:.3}s), the newest acknowledged write of {key} when {} started (at {:.3}s), whose newest {key} is {newest_read:?}",
+                answered.as_secs_f64(),
+                read.what,
+                read.started.as_secs_f64()
             )));
         }
     }

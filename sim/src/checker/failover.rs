@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::invariant::Invariant;
-use crate::workload::{Event, Outcome};
+use crate::history::{Event, Outcome};
 
 /// What failover may take beyond the session timeout: the controller's
 /// next look, the takeover, the client's metadata refresh and backoff.

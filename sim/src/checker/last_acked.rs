@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::movers::AdminOutcome;
+use crate::actors::movers::AdminOutcome;
 
 /// One request: (answered, sent, the value it set, outcome).
 pub(super) type Request<V> = (Duration, Duration, Option<V>, AdminOutcome);

@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::quota_setters::FETCH_MAX_BYTES;
-use crate::workload::Event;
+use crate::actors::quota_setters::FETCH_MAX_BYTES;
+use crate::history::Event;
 
 use super::last_acked::{Request, allowed};
 use super::{Invariant, at};

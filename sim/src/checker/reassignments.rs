@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::workload::Event;
+use crate::history::Event;
 
 use super::last_acked::{Request, allowed};
 use super::{Invariant, at};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::workload::Event;
+use crate::history::Event;
 
 use super::Invariant;
 

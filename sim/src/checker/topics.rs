@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{INVALID_PARTITIONS, Invariant, Judge, KAFKA_STORAGE_ERROR, TOPIC_ALREADY_EXISTS, at};
-use crate::workload::Event;
+use crate::history::Event;
 
 /// The brokers' session timeout (the simulator keeps the default): how
 /// long a dead controller goes unreplaced.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::workload::Event;
+use crate::history::Event;
 
 use super::Invariant;
 

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::transactor::{SENTINEL, TXN_PARTITIONS};
-use crate::workload::{Event, Outcome};
+use crate::actors::transactor::{SENTINEL, TXN_PARTITIONS};
+use crate::history::{Event, Outcome};
 
 use super::{Invariant, at};
 
@@ -142,10 +142,23 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
         )));
         return;
     }
+    judge_final(&txns, &finals, out);
+    if let Some(offsets) = final_offsets {
+        judge_offsets(&txns, offsets, out);
+    }
+}
+
+/// The final read: every record once, and every transaction all or
+/// nothing (a committed one whole).
+fn judge_final(
+    txns: &BTreeMap<&str, Txn>,
+    finals: &BTreeMap<i32, &[(i64, String)]>,
+    out: &mut Vec<String>,
+) {
     let mut read: BTreeMap<&str, Vec<(i32, i64)>> = BTreeMap::new();
-    for (p, records) in &finals {
+    for (p, records) in finals {
         for (offset, value) in records.iter() {
-            judge_read(&txns, value, &format!("{p}/{offset}"), None, out);
+            judge_read(txns, value, &format!("{p}/{offset}"), None, out);
             read.entry(value).or_default().push((*p, *offset));
         }
     }
@@ -156,7 +169,7 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
             )));
         }
     }
-    for (label, txn) in &txns {
+    for (label, txn) in txns {
         let acked: Vec<&str> = txn.writes.iter().filter(|w| w.1).map(|w| w.0).collect();
         let seen: Vec<&str> = acked
             .iter()
@@ -173,9 +186,6 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 "the final read has {seen:?} of transaction {label} but not the rest of its acknowledged writes {acked:?}"
             )));
         }
-    }
-    if let Some(offsets) = final_offsets {
-        judge_offsets(&txns, offsets, out);
     }
 }
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use madsim::rand::Rng;
 
-use crate::transactor::{Ended, Next, TXN_TIMEOUT_MS, Txp, coordinator_trouble, producer};
-use crate::workload::{Event, Outcome, Session};
+use crate::actors::transactor::{Ended, Next, TXN_TIMEOUT_MS, Txp, coordinator_trouble, producer};
+use crate::history::{Event, Outcome};
+use crate::session::Session;
 
 use super::{COMPACT_PARTITIONS, COMPACT_TOPIC, KEYS, Written};
 

@@ -11,7 +11,9 @@ use madsim::rand::Rng;
 use tokio::time::Instant;
 use vfs::Vfs;
 
-use crate::workload::{Event, History};
+use crate::actors::{Actor, Play, Role, Stage};
+use crate::history::{Event, History};
+use crate::session::Session;
 
 /// The operator's host of the volume.
 pub const HOST: u32 = 1_001;
@@ -61,5 +63,36 @@ async fn truncate(volume: &Arc<dyn Vfs>, history: &History, start: Instant) {
             },
         ),
         Err(e) => tracing::debug!(partition = spec, error = %e, "truncate-damaged failed"),
+    }
+}
+
+/// An operator running `kaas fsck --repair` against the live cluster.
+pub struct Repairer;
+pub static REPAIRER: Repairer = Repairer;
+
+impl Actor for Repairer {
+    fn name(&self) -> &'static str {
+        "repairer"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::operator(
+            "repairer-0",
+            std::net::Ipv4Addr::new(10, 0, 3, 9),
+        )]
+    }
+
+    fn play(&self, _role: &'static str, _s: Session, stage: &Stage) -> Play {
+        let volume = stage.volume(HOST);
+        Box::pin(repairer(
+            volume,
+            stage.history.clone(),
+            stage.start,
+            stage.faults_end,
+        ))
+    }
+
+    fn moves_leaders(&self) -> bool {
+        true
     }
 }

@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::transactor::{Next, Txp, producer};
-use crate::workload::{Event, Session};
+use crate::actors::transactor::{Next, Txp, producer};
+use crate::actors::{Actor, Finale, Play, Stage};
+use crate::history::Event;
+use crate::session::Session;
+use std::net::Ipv4Addr;
 
 pub const TOPIC: &str = "pipelined";
 const PARTITIONS: i32 = 2;
@@ -110,7 +113,7 @@ async fn transaction(s: &mut Session, txp: &mut Txp, commit: bool, n: u32) -> bo
     }
     matches!(
         s.end(txp, commit).await,
-        crate::workload::Outcome::Acked { .. }
+        crate::history::Outcome::Acked { .. }
     )
 }
 
@@ -129,4 +132,28 @@ async fn plain_burst(s: &mut Session, n: &mut u64) {
         })
         .collect();
     let _ = s.produce_pipelined(TOPIC, batches).await;
+}
+
+/// Once the faults healed, requests pipelined as librdkafka sends them,
+/// on a node of its own: every one must be answered.
+pub struct Pipeliner;
+pub static PIPELINER: Pipeliner = Pipeliner;
+
+impl Actor for Pipeliner {
+    fn name(&self) -> &'static str {
+        "pipeliner"
+    }
+
+    fn play(&self, _role: &'static str, _s: Session, _stage: &Stage) -> Play {
+        Box::pin(async {})
+    }
+
+    fn finale(&self, stage: &Stage, deadline: Duration) -> Vec<Finale> {
+        let s = stage.session("final-pipeliner");
+        vec![Finale {
+            name: "final-pipeliner",
+            ip: Ipv4Addr::new(10, 0, 2, 6),
+            play: Box::pin(final_pipeliner(s, deadline)),
+        }]
+    }
 }

@@ -24,7 +24,10 @@ use madsim::rand::Rng;
 use tokio::net::TcpStream;
 use vfs::Vfs;
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, FinalRead, Play, Role, Stage};
+use crate::history::Event;
+use crate::run::OBSERVER_HOST;
+use crate::session::Session;
 
 /// The user whose password changes.
 pub const USER: &str = "prober";
@@ -35,7 +38,7 @@ pub const OTHER: &str = "beta-password";
 /// The admin's and the probe's addresses.
 pub const ADMIN_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 3);
 pub const PROBE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 4);
-/// The brokers' SASL_PLAINTEXT port (`harness::start_broker`).
+/// The brokers' SASL_PLAINTEXT port (`run::brokers::start_broker`).
 pub const SASL_PORT: u16 = 9093;
 
 const MECHANISM: broker::security::Mechanism = broker::security::Mechanism::Sha256;
@@ -92,7 +95,7 @@ pub(crate) async fn upsert_user(
 
 /// The newest credentials version on the volume (complete or not).
 async fn newest(volume: &dyn Vfs) -> Option<u64> {
-    crate::guard::newest_version(volume, "credentials").await
+    crate::actors::guard::newest_version(volume, "credentials").await
 }
 
 /// Every credentials version on the volume and whether it refuses the
@@ -102,7 +105,7 @@ pub async fn final_versions(volume: &dyn Vfs) -> Vec<(u64, Option<Option<bool>>)
     let Some(top) = newest(volume).await else {
         return Vec::new();
     };
-    crate::guard::read_versions(volume, "credentials", top, |payload| {
+    crate::actors::guard::read_versions(volume, "credentials", top, |payload| {
         serde_json::from_slice::<Credentials>(payload)
             .ok()
             .map(|c| !c.check_plain(USER, PROBED))
@@ -204,5 +207,43 @@ pub async fn probe(s: Session, until: Duration) {
                 },
             );
         }
+    }
+}
+
+/// An admin switching a user's password while a probe logs in.
+pub struct Logins;
+pub static LOGINS: Logins = Logins;
+
+impl Actor for Logins {
+    fn name(&self) -> &'static str {
+        "logins"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![
+            Role::operator("credential-admin-0", ADMIN_IP),
+            Role::operator("login-probe-0", PROBE_IP),
+        ]
+    }
+
+    fn play(&self, role: &'static str, s: Session, stage: &Stage) -> Play {
+        if role == "credential-admin-0" {
+            Box::pin(admin(s, stage.volume(OBSERVER_HOST), stage.faults_end))
+        } else {
+            Box::pin(probe(s, stage.faults_end))
+        }
+    }
+
+    fn needs_authorizer(&self) -> bool {
+        true
+    }
+
+    fn final_state(&self, stage: &Stage, _deadline: Duration) -> Vec<FinalRead> {
+        let volume = stage.volume(OBSERVER_HOST);
+        vec![Box::pin(async move {
+            Event::CredentialVersions {
+                versions: final_versions(volume.as_ref()).await,
+            }
+        })]
     }
 }

@@ -31,8 +31,13 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use vfs::Vfs;
 
-use crate::movers::{AdminOutcome, admin_call};
-use crate::workload::{Event, PARTITIONS, Session, TOPIC};
+use crate::actors::movers::{AdminOutcome, admin_call};
+use crate::actors::{Actor, FinalRead, Finale, Play, Role, Stage};
+use crate::history::Event;
+use crate::run::OBSERVER_HOST;
+use crate::session::Session;
+use crate::workload::{PARTITIONS, TOPIC};
+use std::net::Ipv4Addr;
 
 /// The admins' address.
 pub const ADMIN_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 3, 8);
@@ -371,4 +376,67 @@ pub async fn final_state(volume: &dyn Vfs) -> Option<BTreeMap<(String, &'static 
             })
             .collect(),
     )
+}
+
+/// Admins setting client quotas and, once the faults heal, a client
+/// fetching and another producing past their quotas.
+pub struct QuotaSetters;
+pub static QUOTA_SETTERS: QuotaSetters = QuotaSetters;
+
+impl Actor for QuotaSetters {
+    fn name(&self) -> &'static str {
+        "quota-setters"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::operator("quota-setter-0", ADMIN_IP)]
+    }
+
+    fn play(&self, _role: &'static str, s: Session, stage: &Stage) -> Play {
+        Box::pin(admin(s, stage.faults_end))
+    }
+
+    fn finale(&self, stage: &Stage, deadline: Duration) -> Vec<Finale> {
+        let acked = |client: &str| {
+            let entity = format!("client-id={client}");
+            stage.history.events().into_iter().any(|(_, e)| {
+                matches!(
+                    e,
+                    Event::QuotaChange {
+                        entity: ref named,
+                        outcome: AdminOutcome::Acked,
+                        ..
+                    } if *named == entity
+                )
+            })
+        };
+        vec![
+            Finale {
+                name: "final-quota-fetcher",
+                ip: Ipv4Addr::new(10, 0, 2, 4),
+                play: Box::pin(throttled_fetcher(
+                    stage.session(THROTTLED),
+                    acked(THROTTLED),
+                )),
+            },
+            Finale {
+                name: "final-quota-producer",
+                ip: Ipv4Addr::new(10, 0, 2, 5),
+                play: Box::pin(throttled_producer(
+                    stage.session(THROTTLED_PRODUCER),
+                    acked(THROTTLED_PRODUCER),
+                    deadline,
+                )),
+            },
+        ]
+    }
+
+    fn final_state(&self, stage: &Stage, _deadline: Duration) -> Vec<FinalRead> {
+        let volume = stage.volume(OBSERVER_HOST);
+        vec![Box::pin(async move {
+            Event::QuotaFinal {
+                found: final_state(volume.as_ref()).await,
+            }
+        })]
+    }
 }

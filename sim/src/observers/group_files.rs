@@ -16,8 +16,9 @@ use vfs::Vfs;
 
 use broker::groups::audit::SuccessorView;
 
-use crate::next_members::NEXT_GROUP;
-use crate::workload::{COMMITTER_GROUP, Event, History, PARTITIONS, TOPIC};
+use crate::actors::next_members::NEXT_GROUP;
+use crate::history::{Event, History};
+use crate::workload::{COMMITTER_GROUP, PARTITIONS, TOPIC};
 
 const EVERY: Duration = Duration::from_millis(300);
 

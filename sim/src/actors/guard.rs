@@ -27,7 +27,10 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use vfs::Vfs;
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, FinalRead, Play, Role, Stage};
+use crate::history::Event;
+use crate::run::OBSERVER_HOST;
+use crate::session::Session;
 
 /// The topic whose ACLs change.
 pub const ACL_TOPIC: &str = "guarded";
@@ -292,5 +295,43 @@ pub async fn probe(mut s: Session, until: Duration) {
             ),
             _ => s.forget(ACL_TOPIC, 0),
         }
+    }
+}
+
+/// An admin flipping an ACL while a probe writes the topic it guards.
+pub struct Guard;
+pub static GUARD: Guard = Guard;
+
+impl Actor for Guard {
+    fn name(&self) -> &'static str {
+        "guard"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![
+            Role::operator("acl-admin-0", ADMIN_IP),
+            Role::operator("acl-probe-0", PROBE_IP),
+        ]
+    }
+
+    fn play(&self, role: &'static str, s: Session, stage: &Stage) -> Play {
+        if role == "acl-admin-0" {
+            Box::pin(admin(s, stage.volume(OBSERVER_HOST), stage.faults_end))
+        } else {
+            Box::pin(probe(s, stage.faults_end))
+        }
+    }
+
+    fn needs_authorizer(&self) -> bool {
+        true
+    }
+
+    fn final_state(&self, stage: &Stage, _deadline: Duration) -> Vec<FinalRead> {
+        let volume = stage.volume(OBSERVER_HOST);
+        vec![Box::pin(async move {
+            Event::AclVersions {
+                versions: final_versions(volume.as_ref()).await,
+            }
+        })]
     }
 }

@@ -28,7 +28,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, Play, Role, Stage};
+use crate::history::Event;
+use crate::session::Session;
 
 pub const TRIM_TOPIC: &str = "trimmed";
 pub const TRIM_PARTITIONS: i32 = 2;
@@ -333,5 +335,34 @@ impl Session {
             }
             _ => None,
         }
+    }
+}
+
+/// The trimmed topic's writer; the final reader reads the topic after the
+/// workload's.
+pub struct Trimmer;
+pub static TRIMMER: Trimmer = Trimmer;
+
+impl Actor for Trimmer {
+    fn name(&self) -> &'static str {
+        "trimmer"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::client("trimmer-0")]
+    }
+
+    fn play(&self, _role: &'static str, mut s: Session, stage: &Stage) -> Play {
+        if stage.patient {
+            s.request_timeout = crate::session::KAFKA_REQUEST_TIMEOUT;
+        }
+        Box::pin(trimmer(s, stage.faults_end))
+    }
+
+    fn after_converge(&self, stage: &Stage, deadline: Duration) -> Option<Play> {
+        Some(Box::pin(final_read(
+            stage.session("final-trim-reader"),
+            deadline,
+        )))
     }
 }

@@ -26,7 +26,10 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use uuid::Uuid;
 
-use crate::workload::{Event, Session, TOPIC};
+use crate::actors::{Actor, Play, Role, Stage};
+use crate::history::Event;
+use crate::session::Session;
+use crate::workload::TOPIC;
 
 pub(crate) const NEXT_GROUP: &str = "sim-next";
 /// The brokers' --group-consumer-session-timeout-ms (`harness`).
@@ -303,4 +306,22 @@ pub(crate) async fn next_member(mut s: Session, until: Duration) {
     }
     drop_all(&s, &mut m);
     let _ = heartbeat(&mut s, &m, -1, instance.as_deref()).await;
+}
+
+/// Two members of a consumer-protocol group (KIP-848).
+pub struct NextMembers;
+pub static NEXT_MEMBERS: NextMembers = NextMembers;
+
+impl Actor for NextMembers {
+    fn name(&self) -> &'static str {
+        "next-members"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::client("next-member-0"), Role::client("next-member-1")]
+    }
+
+    fn play(&self, _role: &'static str, s: Session, stage: &Stage) -> Play {
+        Box::pin(next_member(s, stage.faults_end))
+    }
 }

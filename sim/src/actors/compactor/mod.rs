@@ -22,7 +22,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use madsim::rand::Rng;
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, Finale, Play, Role, Stage};
+use crate::history::Event;
+use crate::session::Session;
+use std::net::Ipv4Addr;
 
 mod txns;
 
@@ -111,8 +114,13 @@ pub async fn compactor(mut s: Session, until: Duration) {
                     rng.gen_range(2_000..6_000),
                 )
             };
-            let code =
-                crate::movers::move_partition(&mut s, COMPACT_TOPIC, partition, Some(broker)).await;
+            let code = crate::actors::movers::move_partition(
+                &mut s,
+                COMPACT_TOPIC,
+                partition,
+                Some(broker),
+            )
+            .await;
             tracing::debug!(partition, broker, ?code, "compacted partition moved");
             next_move = s.now() + Duration::from_millis(gap);
         }
@@ -212,7 +220,7 @@ async fn read_back(
             .map(|a| (a.producer_id.0, a.first_offset))
             .collect();
         let set = p.records.clone().unwrap_or_default();
-        let (batches, batches_end) = crate::transactor::committed_batches(&set, &aborted);
+        let (batches, batches_end) = crate::actors::transactor::committed_batches(&set, &aborted);
         for (_, batch) in batches {
             for (offset, key, value) in broker::log::records::keyed_records(batch)? {
                 if offset < next {
@@ -236,5 +244,34 @@ async fn read_back(
             // the log's last records (tombstones past delete.retention.ms).
             return (stable && p.high_watermark >= end).then_some(out);
         }
+    }
+}
+
+/// The compacted topic's writer, and its reader on a node of its own once
+/// the faults healed (a trimmed topic never created must not keep the
+/// others' final reads waiting: seed 64).
+pub struct Compactor;
+pub static COMPACTOR: Compactor = Compactor;
+
+impl Actor for Compactor {
+    fn name(&self) -> &'static str {
+        "compactor"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::client("compactor-0")]
+    }
+
+    fn play(&self, _role: &'static str, s: Session, stage: &Stage) -> Play {
+        Box::pin(compactor(s, stage.faults_end))
+    }
+
+    fn finale(&self, stage: &Stage, deadline: Duration) -> Vec<Finale> {
+        let s = stage.session("final-compact-reader");
+        vec![Finale {
+            name: "final-compact-reader",
+            ip: Ipv4Addr::new(10, 0, 2, 7),
+            play: Box::pin(final_read(s, deadline)),
+        }]
     }
 }

@@ -29,7 +29,11 @@ use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 use vfs::Vfs;
 
-use crate::workload::{Event, PARTITIONS, Session, TOPIC};
+use crate::actors::{Actor, FinalRead, Play, Role, Stage};
+use crate::history::Event;
+use crate::run::OBSERVER_HOST;
+use crate::session::Session;
+use crate::workload::{PARTITIONS, TOPIC};
 
 /// The admins' address.
 pub const ADMIN_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 7);
@@ -228,5 +232,40 @@ pub async fn final_state(
             return Some((pins, unhonoured));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// An admin moving the workload topic's partitions to named brokers.
+pub struct Movers;
+pub static MOVERS: Movers = Movers;
+
+impl Actor for Movers {
+    fn name(&self) -> &'static str {
+        "movers"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role {
+            creates_topic: true,
+            ..Role::operator("mover-0", ADMIN_IP)
+        }]
+    }
+
+    fn play(&self, _role: &'static str, s: Session, stage: &Stage) -> Play {
+        Box::pin(admin(s, stage.faults_end))
+    }
+
+    fn moves_leaders(&self) -> bool {
+        true
+    }
+
+    fn final_state(&self, stage: &Stage, deadline: Duration) -> Vec<FinalRead> {
+        let volume = stage.volume(OBSERVER_HOST);
+        let start = stage.start;
+        vec![Box::pin(async move {
+            Event::ReassignFinal {
+                found: final_state(volume.as_ref(), start, deadline).await,
+            }
+        })]
     }
 }

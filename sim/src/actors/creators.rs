@@ -17,7 +17,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, Play, Role, Stage};
+use crate::history::Event;
+use crate::session::Session;
 
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -246,4 +248,23 @@ async fn call(
 
 fn volume_errors(s: &Session) -> u64 {
     s.volume_errors.as_ref().map_or(0, |f| f())
+}
+
+/// Two admins creating, growing and deleting topics many at a time.
+pub struct Creators;
+pub static CREATORS: Creators = Creators;
+
+impl Actor for Creators {
+    fn name(&self) -> &'static str {
+        "creators"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::client("creator-0"), Role::client("creator-1")]
+    }
+
+    fn play(&self, role: &'static str, s: Session, stage: &Stage) -> Play {
+        let index = if role == "creator-0" { 0 } else { 1 };
+        Box::pin(creator(s, index, stage.faults_end))
+    }
 }

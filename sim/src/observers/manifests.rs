@@ -32,10 +32,10 @@ use broker::log::audit::{PartitionAudit, audit_partition, unclaimed_epochs};
 use vfs::Vfs;
 use vfs::model::ModelNfs;
 
+use crate::actors::compactor::{COMPACT_PARTITIONS, COMPACT_TOPIC};
+use crate::actors::trimmer::{TRIM_PARTITIONS, TRIM_TOPIC};
 use crate::checker::Invariant;
-use crate::compactor::{COMPACT_PARTITIONS, COMPACT_TOPIC};
-use crate::harness::Violations;
-use crate::trimmer::{TRIM_PARTITIONS, TRIM_TOPIC};
+use crate::run::Violations;
 use crate::workload::{PARTITIONS, TOPIC};
 
 const EVERY: Duration = Duration::from_millis(900);

@@ -19,7 +19,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
 
-use crate::workload::{Event, PARTITIONS, Session, TOPIC};
+use crate::actors::{Actor, Play, Role, Stage};
+use crate::history::Event;
+use crate::session::Session;
+use crate::workload::{PARTITIONS, TOPIC};
 
 pub(crate) const MEMBER_GROUP: &str = "sim-members";
 const MEMBER_ID_REQUIRED: i16 = 79;
@@ -247,6 +250,24 @@ pub async fn member(mut s: Session, until: Duration) {
             .client
             .call(to, ApiKey::LeaveGroup, 3, RequestKind::LeaveGroup(req))
             .await;
+    }
+}
+
+/// Two members of a classic consumer group.
+pub struct Members;
+pub static MEMBERS: Members = Members;
+
+impl Actor for Members {
+    fn name(&self) -> &'static str {
+        "members"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![Role::client("member-0"), Role::client("member-1")]
+    }
+
+    fn play(&self, _role: &'static str, s: Session, stage: &Stage) -> Play {
+        Box::pin(member(s, stage.faults_end))
     }
 }
 

@@ -24,7 +24,10 @@ use madsim::rand::Rng;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken};
 
-use crate::workload::{Event, Session};
+use crate::actors::{Actor, FinalRead, Finale, Play, Role, Stage};
+use crate::history::Event;
+use crate::run::OBSERVER_HOST;
+use crate::session::Session;
 
 /// The two documents, as named on the volume.
 pub const ACLS: &str = "acls";
@@ -75,7 +78,7 @@ async fn add_acl(s: &mut Session, k: u64) -> Option<bool> {
 }
 
 async fn add_user(s: &mut Session, k: u64) -> Option<bool> {
-    crate::logins::upsert_user(s, &format!("{PREFIX}{k}"), "marker", ADMIN_TIMEOUT).await
+    crate::actors::logins::upsert_user(s, &format!("{PREFIX}{k}"), "marker", ADMIN_TIMEOUT).await
 }
 
 async fn add(s: &mut Session, doc: &'static str, k: u64) {
@@ -114,10 +117,10 @@ pub async fn admin(mut s: Session, doc: &'static str, until: Duration) {
 /// after the run: the version and its markers (`None`: unreadable, or no
 /// complete version).
 pub async fn final_markers(volume: &dyn Vfs, doc: &'static str) -> Option<(u64, BTreeSet<u64>)> {
-    let top = crate::guard::newest_version(volume, doc).await?;
+    let top = crate::actors::guard::newest_version(volume, doc).await?;
     let reader = ClaimToken::fresh("marker-checker");
     for n in (1..=top).rev() {
-        match crate::guard::read_version(volume, doc, n, &reader).await? {
+        match crate::actors::guard::read_version(volume, doc, n, &reader).await? {
             Claim::Lost { payload, .. } => return Some((n, markers(doc, &payload)?)),
             // Incomplete: never applied, and nobody's acknowledged change.
             Claim::Undecided(_) | Claim::Won => {}
@@ -202,5 +205,74 @@ pub async fn final_applied(mut s: Session, acked: BTreeSet<u64>, deadline: Durat
                 },
             );
         }
+    }
+}
+
+/// Admins adding ACLs and users; every acknowledged one must be applied
+/// by every broker once the faults healed, and be in the final documents.
+pub struct Markers;
+pub static MARKERS: Markers = Markers;
+
+impl Actor for Markers {
+    fn name(&self) -> &'static str {
+        "markers"
+    }
+
+    fn roles(&self) -> Vec<Role> {
+        vec![
+            Role::operator("acl-marker-0", ACL_ADMIN_IP),
+            Role::operator("credential-marker-0", CREDENTIAL_ADMIN_IP),
+        ]
+    }
+
+    fn play(&self, role: &'static str, s: Session, stage: &Stage) -> Play {
+        let doc = if role == "acl-marker-0" {
+            ACLS
+        } else {
+            CREDENTIALS
+        };
+        Box::pin(admin(s, doc, stage.faults_end))
+    }
+
+    fn needs_authorizer(&self) -> bool {
+        true
+    }
+
+    fn finale(&self, stage: &Stage, deadline: Duration) -> Vec<Finale> {
+        let acked = stage
+            .history
+            .events()
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                Event::SecurityMarker {
+                    doc: ACLS,
+                    marker,
+                    acked: true,
+                    ..
+                } => Some(marker),
+                _ => None,
+            })
+            .collect();
+        let s = stage.session("final-acl-reader");
+        vec![Finale {
+            name: "final-acl-reader",
+            ip: Ipv4Addr::new(10, 0, 2, 3),
+            play: Box::pin(final_applied(s, acked, deadline)),
+        }]
+    }
+
+    fn final_state(&self, stage: &Stage, _deadline: Duration) -> Vec<FinalRead> {
+        [ACLS, CREDENTIALS]
+            .into_iter()
+            .map(|doc| {
+                let volume = stage.volume(OBSERVER_HOST);
+                Box::pin(async move {
+                    let found = final_markers(volume.as_ref(), doc)
+                        .await
+                        .map(|(v, m)| (v, m.into_iter().collect()));
+                    Event::SecurityMarkersFinal { doc, found }
+                }) as FinalRead
+            })
+            .collect()
     }
 }
