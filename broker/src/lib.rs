@@ -13,8 +13,7 @@
 //! | [`startup`] | the checks a broker makes before it joins (volume, broker id, advertised address) |
 //! | [`layout`] | every path on the volume, with its single writer |
 //! | [`stored`] | JSON metadata files in the checksummed envelope, replaced atomically |
-//! | [`heartbeat`] | each broker's liveness file and the task that rewrites it |
-//! | [`cluster`] | controller election, the assignment, placement, the cluster id |
+//! | [`cluster`] | controller election, the assignment, placement, the cluster id, each broker's heartbeat file and the task that rewrites it |
 //! | [`leaders`] | the partitions this broker leads: takeovers, step-downs, retention |
 //! | [`log`] | the partition log: topics, staging, manifests, segments, fencing |
 //! | [`groups`] | consumer group coordinators and their files |
@@ -44,7 +43,6 @@ pub mod fsck;
 pub mod fuzz;
 pub mod groups;
 pub mod health;
-pub mod heartbeat;
 #[cfg(madsim)]
 pub mod historical;
 pub mod layout;

@@ -31,34 +31,258 @@ struct Inner {
     registry: Registry,
     #[cfg(not(madsim))]
     process: crate::process_metrics::ProcessCollector,
+    api: ApiMetrics,
+    leadership: LeadershipMetrics,
+    volume: VolumeMetrics,
+    log: LogMetrics,
+}
+
+/// Requests, their bytes, connections and refusals.
+struct ApiMetrics {
     requests: IntCounterVec,
     request_seconds: HistogramVec,
     bytes_in: IntCounterVec,
     bytes_out: IntCounterVec,
     connections: IntGauge,
+    damaged_reads: IntCounter,
     connections_refused: IntCounter,
+    fenced: IntCounterVec,
+    throttle_seconds: HistogramVec,
+}
+
+impl ApiMetrics {
+    fn new(r: &Registry) -> Self {
+        Self {
+            requests: counter(
+                r,
+                "requests_total",
+                "Requests answered, by API and by the error code of the response (NONE when \
+             every part succeeded; otherwise one count per distinct code in it)",
+                &["api", "error"],
+            ),
+            request_seconds: histogram(
+                r,
+                "request_duration_seconds",
+                "From a request's decoding to its response's encoding",
+                &["api"],
+                SECONDS,
+            ),
+            bytes_in: counter(
+                r,
+                "topic_bytes_in_total",
+                "Record bytes appended by produce requests",
+                &["topic"],
+            ),
+            bytes_out: counter(
+                r,
+                "topic_bytes_out_total",
+                "Record bytes returned by fetch requests",
+                &["topic"],
+            ),
+            connections: gauge(
+                r,
+                "connections",
+                "Open connections on the Kafka listeners (clients and other brokers)",
+            ),
+            damaged_reads: single(
+                r,
+                "damaged_batch_reads_total",
+                "Reads that met a stored batch failing its CRC or size check, answered \
+             CORRUPT_MESSAGE: damage to the one copy (run kaas fsck)",
+            ),
+            connections_refused: single(
+                r,
+                "connections_refused_total",
+                "Client connections refused by --max-connections or --max-connections-per-ip",
+            ),
+            fenced: counter(
+                r,
+                "fence_refusals_total",
+                "Requests refused because this broker's epoch was superseded",
+                &["api"],
+            ),
+            throttle_seconds: histogram(
+                r,
+                "quota_throttle_seconds",
+                "Throttles imposed by client quotas (producer_byte_rate, consumer_byte_rate): \
+             the time a client's connection is muted, by quota",
+                &["quota"],
+                SECONDS,
+            ),
+        }
+    }
+}
+
+/// What this broker leads and its takeovers.
+struct LeadershipMetrics {
     partitions_led: IntGauge,
     partitions_offline: IntGauge,
     coordinator_slots_led: IntGauge,
     takeovers: IntCounterVec,
     takeover_seconds: HistogramVec,
-    fenced: IntCounterVec,
+}
+
+impl LeadershipMetrics {
+    fn new(r: &Registry) -> Self {
+        Self {
+            partitions_led: gauge(r, "partitions_led", "Partitions this broker leads"),
+            partitions_offline: gauge(
+                r,
+                "partitions_offline",
+                "Partitions assigned to this broker and held offline because their files on \
+             the volume are damaged (an unreadable manifest, a missing segment: run kaas \
+             fsck) or the volume was too full for a takeover",
+            ),
+            coordinator_slots_led: gauge(
+                r,
+                "coordinator_slots_led",
+                "Group and transaction coordinator slots this broker holds",
+            ),
+            takeovers: counter(
+                r,
+                "takeovers_total",
+                "Takeovers at a new epoch of a partition or a coordinator slot, by outcome",
+                &["what", "outcome"],
+            ),
+            takeover_seconds: histogram(
+                r,
+                "takeover_duration_seconds",
+                "Opening a partition or coordinator slot at its new epoch: the claim, fencing \
+             the epochs before it, recovering the state",
+                &["what"],
+                TAKEOVER_SECONDS,
+            ),
+        }
+    }
+}
+
+/// Calls to the shared volume and its room.
+struct VolumeMetrics {
+    volume_size: IntGauge,
+    volume_free: IntGauge,
+    volume_full: IntGauge,
     volume_seconds: HistogramVec,
     volume_errors: IntCounterVec,
     nfs_files: IntCounter,
     lost_replies: IntCounterVec,
     slow_calls: IntCounterVec,
+}
+
+impl VolumeMetrics {
+    fn new(r: &Registry) -> Self {
+        Self {
+            volume_size: gauge(
+                r,
+                "volume_size_bytes",
+                "Size of the shared volume as the mount reports it (statvfs; 0 where it cannot tell)",
+            ),
+            volume_free: gauge(
+                r,
+                "volume_free_bytes",
+                "Bytes of the shared volume still available to the broker (statvfs; 0 where it \
+             cannot tell, see kaas_volume_size_bytes)",
+            ),
+            volume_full: gauge(
+                r,
+                "volume_full",
+                "1 while the volume has no room: a partition led here failed its last write with \
+             ENOSPC or EDQUOT, or no byte is available; produce requests then fail with \
+             KAFKA_STORAGE_ERROR",
+            ),
+            volume_seconds: histogram(
+                r,
+                "volume_op_duration_seconds",
+                "Calls to the shared volume (write_and_sync is a produce flush cycle's write \
+             and commit)",
+                &["op"],
+                SECONDS,
+            ),
+            volume_errors: counter(
+                r,
+                "volume_errors_total",
+                "Failed calls to the shared volume, by errno (ENOENT and EEXIST are often the \
+             expected answer, e.g. to a claim that is free)",
+                &["op", "errno"],
+            ),
+            nfs_files: single(
+                r,
+                "volume_nfs_files_seen_total",
+                "Silly-renamed .nfsXXXX files seen in directory listings",
+            ),
+            lost_replies: counter(
+                r,
+                "volume_lost_replies_total",
+                "Calls to the shared volume that failed with a retransmission's answer (EEXIST \
+             to a create, ENOENT to a rename) although they had taken effect: their reply \
+             was lost, and the caller found its own result",
+                &["op"],
+            ),
+            slow_calls: counter(
+                r,
+                "volume_slow_calls_total",
+                "Calls to the shared volume that took 5 s or longer (each is also logged with \
+             its file): on NFS, a server waiting out a dead host's lease before it lets \
+             another host change a file that host held",
+                &["op"],
+            ),
+        }
+    }
+}
+
+/// Deletion, retention and compaction backlogs and passes.
+struct LogMetrics {
     deletion_backlog: IntGauge,
-    volume_size: IntGauge,
-    volume_free: IntGauge,
-    volume_full: IntGauge,
     retention_backlog: IntGauge,
-    throttle_seconds: HistogramVec,
     compactions: IntCounterVec,
     compaction_bytes: IntCounterVec,
     compaction_seconds: HistogramVec,
     compaction_compressed: IntCounter,
-    damaged_reads: IntCounter,
+}
+
+impl LogMetrics {
+    fn new(r: &Registry) -> Self {
+        Self {
+            deletion_backlog: gauge(
+                r,
+                "deletion_backlog_topics",
+                "Deleted topics whose files are not removed yet",
+            ),
+            retention_backlog: gauge(
+                r,
+                "retention_backlog_files",
+                "Files of segments the partitions this broker leads dropped from their manifests \
+             (retention, DeleteRecords, a takeover's leftovers) whose removal has not \
+             succeeded yet (retried at every retention pass)",
+            ),
+            compactions: counter(
+                r,
+                "compaction_passes_total",
+                "Compaction passes over a partition, by outcome (ok, failed)",
+                &["outcome"],
+            ),
+            compaction_bytes: counter(
+                r,
+                "compaction_bytes_total",
+                "Segment bytes compaction passes read (the segments they replaced) and wrote \
+             (the cleaned segments)",
+                &["direction"],
+            ),
+            compaction_seconds: histogram(
+                r,
+                "compaction_duration_seconds",
+                "One compaction pass over a partition, from its plan to the old files' removal",
+                &[],
+                TAKEOVER_SECONDS,
+            ),
+            compaction_compressed: single(
+                r,
+                "compaction_compressed_batches_kept_total",
+                "Compressed batches of compacted topics kept whole because a pass could not read \
+             them (they expand past 64 MiB, or do not decompress): their keys are not \
+             deduplicated",
+            ),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -104,208 +328,39 @@ impl Metrics {
     pub fn new() -> Self {
         let r = Registry::new_custom(Some("kaas".into()), None).expect("valid prefix");
         let inner = Inner {
-            requests: counter(
-                &r,
-                "requests_total",
-                "Requests answered, by API and by the error code of the response (NONE when \
-                 every part succeeded; otherwise one count per distinct code in it)",
-                &["api", "error"],
-            ),
-            request_seconds: histogram(
-                &r,
-                "request_duration_seconds",
-                "From a request's decoding to its response's encoding",
-                &["api"],
-                SECONDS,
-            ),
-            bytes_in: counter(
-                &r,
-                "topic_bytes_in_total",
-                "Record bytes appended by produce requests",
-                &["topic"],
-            ),
-            bytes_out: counter(
-                &r,
-                "topic_bytes_out_total",
-                "Record bytes returned by fetch requests",
-                &["topic"],
-            ),
-            connections: gauge(
-                &r,
-                "connections",
-                "Open connections on the Kafka listeners (clients and other brokers)",
-            ),
-            damaged_reads: single(
-                &r,
-                "damaged_batch_reads_total",
-                "Reads that met a stored batch failing its CRC or size check, answered \
-                 CORRUPT_MESSAGE: damage to the one copy (run kaas fsck)",
-            ),
-            connections_refused: single(
-                &r,
-                "connections_refused_total",
-                "Client connections refused by --max-connections or --max-connections-per-ip",
-            ),
-            partitions_led: gauge(&r, "partitions_led", "Partitions this broker leads"),
-            volume_size: gauge(
-                &r,
-                "volume_size_bytes",
-                "Size of the shared volume as the mount reports it (statvfs; 0 where it cannot tell)",
-            ),
-            volume_free: gauge(
-                &r,
-                "volume_free_bytes",
-                "Bytes of the shared volume still available to the broker (statvfs; 0 where it \
-                 cannot tell, see kaas_volume_size_bytes)",
-            ),
-            volume_full: gauge(
-                &r,
-                "volume_full",
-                "1 while the volume has no room: a partition led here failed its last write with \
-                 ENOSPC or EDQUOT, or no byte is available; produce requests then fail with \
-                 KAFKA_STORAGE_ERROR",
-            ),
-            partitions_offline: gauge(
-                &r,
-                "partitions_offline",
-                "Partitions assigned to this broker and held offline because their files on \
-                 the volume are damaged (an unreadable manifest, a missing segment: run kaas \
-                 fsck) or the volume was too full for a takeover",
-            ),
-            coordinator_slots_led: gauge(
-                &r,
-                "coordinator_slots_led",
-                "Group and transaction coordinator slots this broker holds",
-            ),
-            takeovers: counter(
-                &r,
-                "takeovers_total",
-                "Takeovers at a new epoch of a partition or a coordinator slot, by outcome",
-                &["what", "outcome"],
-            ),
-            takeover_seconds: histogram(
-                &r,
-                "takeover_duration_seconds",
-                "Opening a partition or coordinator slot at its new epoch: the claim, fencing \
-                 the epochs before it, recovering the state",
-                &["what"],
-                TAKEOVER_SECONDS,
-            ),
-            fenced: counter(
-                &r,
-                "fence_refusals_total",
-                "Requests refused because this broker's epoch was superseded",
-                &["api"],
-            ),
-            volume_seconds: histogram(
-                &r,
-                "volume_op_duration_seconds",
-                "Calls to the shared volume (write_and_sync is a produce flush cycle's write \
-                 and commit)",
-                &["op"],
-                SECONDS,
-            ),
-            volume_errors: counter(
-                &r,
-                "volume_errors_total",
-                "Failed calls to the shared volume, by errno (ENOENT and EEXIST are often the \
-                 expected answer, e.g. to a claim that is free)",
-                &["op", "errno"],
-            ),
-            nfs_files: single(
-                &r,
-                "volume_nfs_files_seen_total",
-                "Silly-renamed .nfsXXXX files seen in directory listings",
-            ),
-            lost_replies: counter(
-                &r,
-                "volume_lost_replies_total",
-                "Calls to the shared volume that failed with a retransmission's answer (EEXIST \
-                 to a create, ENOENT to a rename) although they had taken effect: their reply \
-                 was lost, and the caller found its own result",
-                &["op"],
-            ),
-            slow_calls: counter(
-                &r,
-                "volume_slow_calls_total",
-                "Calls to the shared volume that took 5 s or longer (each is also logged with \
-                 its file): on NFS, a server waiting out a dead host's lease before it lets \
-                 another host change a file that host held",
-                &["op"],
-            ),
-            deletion_backlog: gauge(
-                &r,
-                "deletion_backlog_topics",
-                "Deleted topics whose files are not removed yet",
-            ),
-            retention_backlog: gauge(
-                &r,
-                "retention_backlog_files",
-                "Files of segments the partitions this broker leads dropped from their manifests \
-                 (retention, DeleteRecords, a takeover's leftovers) whose removal has not \
-                 succeeded yet (retried at every retention pass)",
-            ),
-            throttle_seconds: histogram(
-                &r,
-                "quota_throttle_seconds",
-                "Throttles imposed by client quotas (producer_byte_rate, consumer_byte_rate): \
-                 the time a client's connection is muted, by quota",
-                &["quota"],
-                SECONDS,
-            ),
-            compactions: counter(
-                &r,
-                "compaction_passes_total",
-                "Compaction passes over a partition, by outcome (ok, failed)",
-                &["outcome"],
-            ),
-            compaction_bytes: counter(
-                &r,
-                "compaction_bytes_total",
-                "Segment bytes compaction passes read (the segments they replaced) and wrote \
-                 (the cleaned segments)",
-                &["direction"],
-            ),
-            compaction_seconds: histogram(
-                &r,
-                "compaction_duration_seconds",
-                "One compaction pass over a partition, from its plan to the old files' removal",
-                &[],
-                TAKEOVER_SECONDS,
-            ),
-            compaction_compressed: single(
-                &r,
-                "compaction_compressed_batches_kept_total",
-                "Compressed batches of compacted topics kept whole because a pass could not read \
-                 them (they expand past 64 MiB, or do not decompress): their keys are not \
-                 deduplicated",
-            ),
+            api: ApiMetrics::new(&r),
+            leadership: LeadershipMetrics::new(&r),
+            volume: VolumeMetrics::new(&r),
+            log: LogMetrics::new(&r),
             registry: r,
             #[cfg(not(madsim))]
             process: crate::process_metrics::ProcessCollector::new(),
         };
         // Zero until they happen, rather than absent: a dashboard or an
         // alert on them sees 0, not "no data".
-        inner.fenced.with_label_values(&["Produce"]);
+        inner.api.fenced.with_label_values(&["Produce"]);
         for op in [Op::Open, Op::Rename] {
-            inner.lost_replies.with_label_values(&[op.name()]);
+            inner.volume.lost_replies.with_label_values(&[op.name()]);
         }
         for outcome in ["ok", "failed"] {
-            inner.compactions.with_label_values(&[outcome]);
+            inner.log.compactions.with_label_values(&[outcome]);
         }
         for direction in ["read", "written"] {
-            inner.compaction_bytes.with_label_values(&[direction]);
+            inner.log.compaction_bytes.with_label_values(&[direction]);
         }
         for quota in ["producer_byte_rate", "consumer_byte_rate"] {
-            inner.throttle_seconds.with_label_values(&[quota]);
+            inner.api.throttle_seconds.with_label_values(&[quota]);
         }
         for what in ["partition", "coordinator_slot"] {
-            inner.takeover_seconds.with_label_values(&[what]);
+            inner.leadership.takeover_seconds.with_label_values(&[what]);
             for outcome in ["ok", "failed"] {
-                inner.takeovers.with_label_values(&[what, outcome]);
+                inner
+                    .leadership
+                    .takeovers
+                    .with_label_values(&[what, outcome]);
             }
         }
-        inner.compaction_seconds.with_label_values::<&str>(&[]);
+        inner.log.compaction_seconds.with_label_values::<&str>(&[]);
         for op in [
             Op::Open,
             Op::Stat,
@@ -322,7 +377,7 @@ impl Metrics {
             Op::FileStat,
             Op::Close,
         ] {
-            inner.volume_seconds.with_label_values(&[op.name()]);
+            inner.volume.volume_seconds.with_label_values(&[op.name()]);
         }
         // Which build answers: 1, labelled with the version.
         let build = IntGaugeVec::new(
@@ -362,7 +417,7 @@ impl Metrics {
     /// One answered request: its API, how long, and the error codes its
     /// response carries (empty: none).
     pub fn request(&self, api: &str, elapsed: Duration, errors: &[i16]) {
-        let i = &self.0;
+        let i = &self.0.api;
         i.request_seconds
             .with_label_values(&[api])
             .observe(elapsed.as_secs_f64());
@@ -379,20 +434,25 @@ impl Metrics {
     /// A request refused because this broker's epoch of the partition was
     /// superseded (a zombie's append, stopped by the fence).
     pub fn fenced(&self, api: &str) {
-        self.0.fenced.with_label_values(&[api]).inc();
+        self.0.api.fenced.with_label_values(&[api]).inc();
     }
 
     /// A read refused because a stored batch is damaged.
     pub fn damaged_read(&self) {
-        self.0.damaged_reads.inc();
+        self.0.api.damaged_reads.inc();
     }
 
     pub fn bytes_in(&self, topic: &str, n: usize) {
-        self.0.bytes_in.with_label_values(&[topic]).inc_by(n as u64);
+        self.0
+            .api
+            .bytes_in
+            .with_label_values(&[topic])
+            .inc_by(n as u64);
     }
 
     pub fn bytes_out(&self, topic: &str, n: usize) {
         self.0
+            .api
             .bytes_out
             .with_label_values(&[topic])
             .inc_by(n as u64);
@@ -400,36 +460,44 @@ impl Metrics {
 
     /// A client connection admitted: counted open until the guard drops.
     pub fn connection_opened(&self) -> OpenConnection {
-        self.0.connections.inc();
-        OpenConnection(self.0.connections.clone())
+        self.0.api.connections.inc();
+        OpenConnection(self.0.api.connections.clone())
     }
 
     pub fn connection_refused(&self) {
-        self.0.connections_refused.inc();
+        self.0.api.connections_refused.inc();
     }
 
     pub fn led(&self, partitions: usize, offline: usize, coordinator_slots: usize) {
-        self.0.partitions_led.set(partitions as i64);
-        self.0.partitions_offline.set(offline as i64);
-        self.0.coordinator_slots_led.set(coordinator_slots as i64);
+        self.0.leadership.partitions_led.set(partitions as i64);
+        self.0.leadership.partitions_offline.set(offline as i64);
+        self.0
+            .leadership
+            .coordinator_slots_led
+            .set(coordinator_slots as i64);
     }
 
     /// What the volume reports of its size and free space, if it can.
     pub fn volume_space(&self, space: Option<vfs::Space>) {
         let (size, free) = space.map_or((0, 0), |s| (s.total_bytes, s.available_bytes));
-        self.0.volume_size.set(size as i64);
-        self.0.volume_free.set(free as i64);
+        self.0.volume.volume_size.set(size as i64);
+        self.0.volume.volume_free.set(free as i64);
     }
 
     pub fn volume_full(&self, full: bool) {
-        self.0.volume_full.set(i64::from(full));
+        self.0.volume.volume_full.set(i64::from(full));
     }
 
     pub fn takeover(&self, what: &str, elapsed: Duration, ok: bool) {
         let outcome = if ok { "ok" } else { "failed" };
-        self.0.takeovers.with_label_values(&[what, outcome]).inc();
+        self.0
+            .leadership
+            .takeovers
+            .with_label_values(&[what, outcome])
+            .inc();
         if ok {
             self.0
+                .leadership
                 .takeover_seconds
                 .with_label_values(&[what])
                 .observe(elapsed.as_secs_f64());
@@ -439,18 +507,19 @@ impl Metrics {
     /// A client throttled by its quota (`quota`: Kafka's key).
     pub fn throttled(&self, quota: &str, throttle: Duration) {
         self.0
+            .api
             .throttle_seconds
             .with_label_values(&[quota])
             .observe(throttle.as_secs_f64());
     }
 
     pub fn deletion_backlog(&self, topics: usize) {
-        self.0.deletion_backlog.set(topics as i64);
+        self.0.log.deletion_backlog.set(topics as i64);
     }
 
     /// A compaction pass ended: with what it did, or failed.
     pub fn compacted(&self, elapsed: Duration, done: Option<&crate::log::partition::Compacted>) {
-        let m = &self.0;
+        let m = &self.0.log;
         m.compactions
             .with_label_values(&[if done.is_some() { "ok" } else { "failed" }])
             .inc();
@@ -469,7 +538,7 @@ impl Metrics {
     }
 
     pub fn retention_backlog(&self, files: usize) {
-        self.0.retention_backlog.set(files as i64);
+        self.0.log.retention_backlog.set(files as i64);
     }
 
     /// Feeds the volume metrics; wrap the volume with
@@ -480,7 +549,7 @@ impl Metrics {
 
     #[cfg(test)]
     fn histogram(&self, op: &str) -> prometheus::Histogram {
-        self.0.volume_seconds.with_label_values(&[op])
+        self.0.volume.volume_seconds.with_label_values(&[op])
     }
 }
 
@@ -515,7 +584,7 @@ struct VolumeObserver(Metrics);
 
 impl Observer for VolumeObserver {
     fn done(&self, op: Op, elapsed: Duration, outcome: Result<(), &io::Error>) {
-        let i = &(self.0).0;
+        let i = &(self.0).0.volume;
         i.volume_seconds
             .with_label_values(&[op.name()])
             .observe(elapsed.as_secs_f64());
@@ -527,19 +596,25 @@ impl Observer for VolumeObserver {
     }
 
     fn nfs_files_seen(&self, n: usize) {
-        (self.0).0.nfs_files.inc_by(n as u64);
+        (self.0).0.volume.nfs_files.inc_by(n as u64);
     }
 
     fn lost_reply(&self, op: Op) {
         (self.0)
             .0
+            .volume
             .lost_replies
             .with_label_values(&[op.name()])
             .inc();
     }
 
     fn slow(&self, op: Op, path: &std::path::Path, elapsed: Duration) {
-        (self.0).0.slow_calls.with_label_values(&[op.name()]).inc();
+        (self.0)
+            .0
+            .volume
+            .slow_calls
+            .with_label_values(&[op.name()])
+            .inc();
         tracing::warn!(
             op = op.name(),
             path = %path.display(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use broker::cluster::assignment::{self, Assignment, AssignmentReader};
 use broker::cluster::controller::{ControllerAgent, Role};
-use broker::heartbeat::{self, Heartbeat};
+use broker::cluster::heartbeat::{self, Heartbeat};
 use broker::log::topic;
 use vfs::Vfs;
 use vfs::model::{ModelNfs, NfsConfig};

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::heartbeat::Heartbeat;
+use broker::cluster::heartbeat::Heartbeat;
 use bytes::Bytes;
 use sim::run::{self, Options, Violations};
 use sim::trace::Trace;
@@ -83,7 +83,7 @@ async fn publish(volume: &MemVfs, sequence: u64) {
         offline: Vec::new(),
         created: Vec::new(),
     };
-    broker::heartbeat::write(volume, &hb)
+    broker::cluster::heartbeat::write(volume, &hb)
         .await
         .unwrap();
 }

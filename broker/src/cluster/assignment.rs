@@ -16,6 +16,10 @@ use vfs::Vfs;
 use super::election;
 use super::placement::{Leadership, PartitionKey};
 
+#[cfg(madsim)]
+#[path = "../historical/torn_assignment.rs"]
+mod torn_assignment;
+
 const KIND: &str = "assignment";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,7 +156,7 @@ pub fn path(controller_epoch: u32) -> PathBuf {
 pub async fn write(vfs: &dyn Vfs, a: &Assignment) -> io::Result<()> {
     #[cfg(madsim)]
     if crate::historical::on("torn-assignment") {
-        return crate::historical::torn_assignment::write(vfs, a).await;
+        return torn_assignment::write(vfs, a).await;
     }
     crate::stored::write_json(vfs, &path(a.controller_epoch), KIND, a).await
 }
@@ -203,7 +207,7 @@ impl AssignmentReader {
     pub async fn refresh(&mut self, vfs: &dyn Vfs) -> io::Result<Option<&Assignment>> {
         #[cfg(madsim)]
         if crate::historical::on("torn-assignment") {
-            if let Some(a) = crate::historical::torn_assignment::read(vfs).await? {
+            if let Some(a) = torn_assignment::read(vfs).await? {
                 self.latest = Some(a);
             }
             return Ok(self.latest.as_ref());

@@ -20,7 +20,7 @@ use super::assignment::{self, Assignment, AssignmentReader, BrokerEntry};
 use super::election::{self, Holder};
 use super::placement::{self, Leadership, PartitionKey};
 use super::preferred::PreferredReader;
-use crate::heartbeat;
+use crate::cluster::heartbeat;
 use crate::layout::BROKERS_DIR;
 use crate::log::{names, topic};
 

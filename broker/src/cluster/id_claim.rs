@@ -19,7 +19,7 @@ use std::time::Duration;
 use vfs::Vfs;
 use vfs::durable::{Claim, ClaimToken, claim, read_claim};
 
-use crate::heartbeat;
+use crate::cluster::heartbeat;
 use crate::layout::BROKERS_DIR;
 
 /// Slots kept behind the newest: a listing is at most a minute old, and a

@@ -1,5 +1,5 @@
 use super::*;
-use crate::heartbeat::Heartbeat;
+use crate::cluster::heartbeat::Heartbeat;
 use std::sync::Arc;
 use vfs::OpenOptions;
 

@@ -12,6 +12,7 @@ pub mod announced;
 pub mod assignment;
 pub mod controller;
 pub mod election;
+pub mod heartbeat;
 pub mod id_claim;
 pub mod identity;
 pub mod placement;

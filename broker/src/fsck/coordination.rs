@@ -195,7 +195,7 @@ pub(super) async fn coordination(vfs: &dyn Vfs, report: &mut Report) {
         let Ok(id) = name.parse::<u32>() else {
             continue;
         };
-        if let Err(e) = crate::heartbeat::read(vfs, id).await {
+        if let Err(e) = crate::cluster::heartbeat::read(vfs, id).await {
             report.add(
                 Severity::Error,
                 &brokers.join(&name),

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use vfs::durable::{ClaimToken, create_slot, fill_slot, seal};
 use vfs::{MemVfs, OpenOptions, Vfs};
 
+use crate::cluster::heartbeat;
 use crate::cluster::{assignment, election, identity};
 use crate::groups::store;
 use crate::log::manifest::{Manifest, manifest_path};
 use crate::log::{names, topic, topic_config};
 use crate::security::{Security, SecurityConfig};
 use crate::txn::record::TxnRecord;
-use crate::{heartbeat, layout, slot_files};
+use crate::{layout, slot_files};
 
 /// How a file is laid out: in the checksummed envelope of a kind, or in a
 /// claim (envelope "claim" with the claimant's token before the payload).

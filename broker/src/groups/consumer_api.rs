@@ -85,36 +85,7 @@ impl Coordinators {
             Ok(s) => s,
             Err(e) => return fail((e, "not the coordinator of this group".into())),
         };
-        // The member's partitions by name. A list naming a topic id this
-        // broker cannot name (deleted, or not in its assignment yet) says
-        // nothing: read as "owns nothing" it would acknowledge revocations
-        // of partitions the member may still hold.
-        let names: BTreeMap<Uuid, &String> =
-            topics.iter().map(|(n, (id, _))| (uuid(id), n)).collect();
-        let owned = req.topic_partitions.as_ref().and_then(|tps| {
-            let mut owned = BTreeSet::new();
-            for t in tps.iter().filter(|t| !t.partitions.is_empty()) {
-                let name = names.get(&t.topic_id)?;
-                owned.extend(t.partitions.iter().map(|p| ((*name).clone(), *p)));
-            }
-            Some(owned)
-        });
-        let beat = Beat {
-            member_id,
-            epoch: req.member_epoch,
-            instance_id: opt(&req.instance_id),
-            rack_id: opt(&req.rack_id),
-            rebalance_timeout_ms: req.rebalance_timeout_ms,
-            subscribed: req
-                .subscribed_topic_names
-                .as_ref()
-                .map(|ts| ts.iter().map(|t| t.as_str().to_owned()).collect()),
-            regex: opt(&req.subscribed_topic_regex),
-            server_assignor: opt(&req.server_assignor),
-            owned,
-            client_id: client_id.to_owned(),
-            client_host: String::new(),
-        };
+        let beat = beat_of(&req, member_id, client_id, topics);
         let mut groups = slot.groups.lock().await;
         let entry = match slot.entry(&mut groups, &group_id, true).await {
             Ok(Some(e)) => e,
@@ -164,22 +135,7 @@ impl Coordinators {
             return fail((e, "no longer the coordinator".into()));
         }
         let interval = self.config.consumer.heartbeat_interval.as_millis() as i32;
-        ConsumerGroupHeartbeatResponse::default()
-            .with_member_id(Some(s(&answer.member_id)))
-            .with_member_epoch(answer.epoch)
-            .with_heartbeat_interval_ms(interval)
-            .with_assignment(answer.assignment.map(|a| {
-                Assignment::default().with_topic_partitions(
-                    by_id(&a, topics)
-                        .into_iter()
-                        .map(|(id, partitions)| {
-                            TopicPartitions::default()
-                                .with_topic_id(id)
-                                .with_partitions(partitions)
-                        })
-                        .collect(),
-                )
-            }))
+        answered(answer, interval, topics)
     }
 
     pub async fn consumer_group_describe(
@@ -266,6 +222,68 @@ fn describe(c: &ConsumerGroup, d: DescribedGroup, topics: &Topics) -> DescribedG
                 })
                 .collect(),
         )
+}
+
+/// What a ConsumerGroupHeartbeat says of its member.
+fn beat_of(
+    req: &ConsumerGroupHeartbeatRequest,
+    member_id: String,
+    client_id: &str,
+    topics: &Topics,
+) -> Beat {
+    // The member's partitions by name. A list naming a topic id this
+    // broker cannot name (deleted, or not in its assignment yet) says
+    // nothing: read as "owns nothing" it would acknowledge revocations
+    // of partitions the member may still hold.
+    let names: BTreeMap<Uuid, &String> = topics.iter().map(|(n, (id, _))| (uuid(id), n)).collect();
+    let owned = req.topic_partitions.as_ref().and_then(|tps| {
+        let mut owned = BTreeSet::new();
+        for t in tps.iter().filter(|t| !t.partitions.is_empty()) {
+            let name = names.get(&t.topic_id)?;
+            owned.extend(t.partitions.iter().map(|p| ((*name).clone(), *p)));
+        }
+        Some(owned)
+    });
+    Beat {
+        member_id,
+        epoch: req.member_epoch,
+        instance_id: opt(&req.instance_id),
+        rack_id: opt(&req.rack_id),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.as_str().to_owned()).collect()),
+        regex: opt(&req.subscribed_topic_regex),
+        server_assignor: opt(&req.server_assignor),
+        owned,
+        client_id: client_id.to_owned(),
+        client_host: String::new(),
+    }
+}
+
+/// The answer to a heartbeat the group took.
+fn answered(
+    answer: consumer::Answer,
+    interval: i32,
+    topics: &Topics,
+) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(s(&answer.member_id)))
+        .with_member_epoch(answer.epoch)
+        .with_heartbeat_interval_ms(interval)
+        .with_assignment(answer.assignment.map(|a| {
+            Assignment::default().with_topic_partitions(
+                by_id(&a, topics)
+                    .into_iter()
+                    .map(|(id, partitions)| {
+                        TopicPartitions::default()
+                            .with_topic_id(id)
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+        }))
 }
 
 #[cfg(test)]

@@ -6,11 +6,9 @@
 //! Each switch is the real old code path, not a fake violation: see the
 //! scenario file of the same name under `scenarios/` for its story.
 
-pub mod resurrected_partition;
-pub mod staging_sweep;
-pub mod stuck_topic_delete;
-pub mod torn_assignment;
-// zombie_append.rs is compiled as a child of `log::partition` (its internals).
+// Each old code path is compiled as a child of the module it patches
+// (`log::staging`, `log::topic`, `log::partition`, `cluster::assignment`),
+// so this module is only the switch and depends on nothing of the broker.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;

@@ -9,7 +9,7 @@ use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
 use crate::cluster::assignment::Assignment;
-use crate::heartbeat::Leaderships;
+use crate::cluster::heartbeat::Leaderships;
 use crate::log::audit;
 use crate::log::partition::CleanerLimits;
 use crate::log::topic_config::{self, Overrides};

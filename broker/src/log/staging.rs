@@ -29,6 +29,10 @@ use tokio::time::Instant;
 use vfs::Vfs;
 use vfs::durable::converge_remove;
 
+#[cfg(madsim)]
+#[path = "../historical/staging_sweep.rs"]
+mod staging_sweep;
+
 pub(crate) use crate::layout::{STAGING_PREFIX, TOMBSTONE_PREFIX};
 
 /// Which processes the controller's assignment lists as live, by broker id
@@ -134,7 +138,7 @@ impl StagingSweep {
     ) -> io::Result<Swept> {
         #[cfg(madsim)]
         if crate::historical::on("staging-sweep") {
-            return crate::historical::staging_sweep::remove_every_staging_in_place(vfs, dir).await;
+            return staging_sweep::remove_every_staging_in_place(vfs, dir).await;
         }
         let now = Instant::now();
         let mut listed = BTreeSet::new();

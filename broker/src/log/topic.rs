@@ -33,6 +33,10 @@ use vfs::durable::{ClaimToken, claim, converge_remove};
 use super::manifest::Manifest;
 use super::staging::{self, Creator, STAGING_PREFIX, TOMBSTONE_PREFIX};
 
+#[cfg(madsim)]
+#[path = "../historical/stuck_topic_delete.rs"]
+mod stuck_topic_delete;
+
 pub(crate) use crate::layout::TOPICS_DIR;
 pub use crate::layout::{partition_dir, topic_dir};
 /// How often a create starts over with a fresh staging directory after a
@@ -353,7 +357,7 @@ async fn release_stale_name(vfs: &dyn Vfs, name: &str, holder: &str) -> io::Resu
 pub async fn delete_topic(vfs: &dyn Vfs, meta: &TopicMeta) -> io::Result<()> {
     #[cfg(madsim)]
     if crate::historical::on("stuck-topic-delete") {
-        return crate::historical::stuck_topic_delete::delete_in_place_once(vfs, meta).await;
+        return stuck_topic_delete::delete_in_place_once(vfs, meta).await;
     }
     let tombstone = crate::layout::tombstone(&meta.id);
     match vfs.rename(&topic_dir(&meta.id), &tombstone).await {

@@ -123,42 +123,13 @@ pub(crate) async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (mut rd, mut wr) = tokio::io::split(stream);
+    let (rd, mut wr) = tokio::io::split(stream);
     let (tx, mut rx) = tokio::sync::mpsc::channel(config.max_in_flight.max(1));
     let max = config.max_frame_bytes;
     // Semaphore permits are u32s: a budget is capped at 4 GiB.
     let budget_bytes = u32::try_from(config.max_in_flight_bytes.max(1)).unwrap_or(u32::MAX);
     let budget = Arc::new(tokio::sync::Semaphore::new(budget_bytes as usize));
-    let reader_peer = peer.clone();
-    let reader = tokio::spawn(async move {
-        loop {
-            let size = match read_length(&mut rd, max).await {
-                Ok(Some(size)) => size,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
-                    return;
-                }
-            };
-            // Room for the request before its bytes are read: what waits
-            // stays in the client's socket buffer, not in this broker.
-            let want = u32::try_from(size).unwrap_or(u32::MAX).min(budget_bytes);
-            let Ok(room) = budget.clone().acquire_many_owned(want).await else {
-                return;
-            };
-            match read_payload(&mut rd, size).await {
-                Ok(frame) => {
-                    if tx.send((frame, room)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
-                    return;
-                }
-            }
-        }
-    });
+    let reader = tokio::spawn(read_frames(rd, max, budget, budget_bytes, tx, peer.clone()));
     // Started requests whose responses come later, in request order, each
     // holding its room until its response is written.
     let mut later: FuturesOrdered<Pin<Box<dyn Future<Output = Written> + Send>>> =
@@ -243,6 +214,46 @@ pub(crate) async fn serve_connection<S>(
     }
     drain(&mut later, &mut wr, &peer).await;
     reader.abort();
+}
+
+/// Reads the connection's request frames and hands each on with the room
+/// it takes of the connection's budget, until the client closes, a frame
+/// is bad or the connection is served no more.
+async fn read_frames<R: AsyncRead + Unpin>(
+    mut rd: R,
+    max: usize,
+    budget: Arc<tokio::sync::Semaphore>,
+    budget_bytes: u32,
+    tx: tokio::sync::mpsc::Sender<(Bytes, tokio::sync::OwnedSemaphorePermit)>,
+    reader_peer: String,
+) {
+    loop {
+        let size = match read_length(&mut rd, max).await {
+            Ok(Some(size)) => size,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
+                return;
+            }
+        };
+        // Room for the request before its bytes are read: what waits
+        // stays in the client's socket buffer, not in this broker.
+        let want = u32::try_from(size).unwrap_or(u32::MAX).min(budget_bytes);
+        let Ok(room) = budget.clone().acquire_many_owned(want).await else {
+            return;
+        };
+        match read_payload(&mut rd, size).await {
+            Ok(frame) => {
+                if tx.send((frame, room)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(peer = %reader_peer, error = %e, "closing connection: bad frame");
+                return;
+            }
+        }
+    }
 }
 
 const PRODUCE_KEY: [u8; 2] = (ApiKey::Produce as i16).to_be_bytes();

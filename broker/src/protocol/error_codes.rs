@@ -44,6 +44,57 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
                 out.extend(t.partitions.iter().map(|p| p.error_code));
             }
         }
+        R::SaslHandshake(r) => out.push(r.error_code),
+        R::ApiVersions(r) => out.push(r.error_code),
+        R::CreateTopics(r) => out.extend(r.topics.iter().map(|t| t.error_code)),
+        R::DeleteTopics(r) => out.extend(r.responses.iter().map(|t| t.error_code)),
+        R::DeleteRecords(r) => {
+            for t in &r.topics {
+                out.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
+        R::OffsetForLeaderEpoch(r) => {
+            for t in &r.topics {
+                out.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
+        R::DescribeAcls(r) => out.push(r.error_code),
+        R::CreateAcls(r) => out.extend(r.results.iter().map(|a| a.error_code)),
+        R::DeleteAcls(r) => {
+            for f in &r.filter_results {
+                out.push(f.error_code);
+                out.extend(f.matching_acls.iter().map(|a| a.error_code));
+            }
+        }
+        R::DescribeConfigs(r) => out.extend(r.results.iter().map(|c| c.error_code)),
+        R::AlterConfigs(r) => out.extend(r.responses.iter().map(|c| c.error_code)),
+        R::IncrementalAlterConfigs(r) => out.extend(r.responses.iter().map(|c| c.error_code)),
+        R::SaslAuthenticate(r) => out.push(r.error_code),
+        R::CreatePartitions(r) => out.extend(r.results.iter().map(|t| t.error_code)),
+        R::DescribeUserScramCredentials(r) => {
+            out.push(r.error_code);
+            out.extend(r.results.iter().map(|u| u.error_code));
+        }
+        R::AlterUserScramCredentials(r) => out.extend(r.results.iter().map(|u| u.error_code)),
+        R::DescribeCluster(r) => out.push(r.error_code),
+        R::DescribeTopicPartitions(r) => {
+            for t in &r.topics {
+                out.push(t.error_code);
+                out.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
+        R::DescribeLogDirs(r) => {
+            out.push(r.error_code);
+            out.extend(r.results.iter().map(|d| d.error_code));
+        }
+        other => collect_coordinated(other, out),
+    }
+}
+
+/// The groups' and transactions' responses.
+fn collect_coordinated(response: &ResponseKind, out: &mut Vec<i16>) {
+    use ResponseKind as R;
+    match response {
         R::OffsetCommit(r) => {
             for t in &r.topics {
                 out.extend(t.partitions.iter().map(|p| p.error_code));
@@ -74,21 +125,7 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
         R::SyncGroup(r) => out.push(r.error_code),
         R::DescribeGroups(r) => out.extend(r.groups.iter().map(|g| g.error_code)),
         R::ListGroups(r) => out.push(r.error_code),
-        R::SaslHandshake(r) => out.push(r.error_code),
-        R::ApiVersions(r) => out.push(r.error_code),
-        R::CreateTopics(r) => out.extend(r.topics.iter().map(|t| t.error_code)),
-        R::DeleteTopics(r) => out.extend(r.responses.iter().map(|t| t.error_code)),
-        R::DeleteRecords(r) => {
-            for t in &r.topics {
-                out.extend(t.partitions.iter().map(|p| p.error_code));
-            }
-        }
         R::InitProducerId(r) => out.push(r.error_code),
-        R::OffsetForLeaderEpoch(r) => {
-            for t in &r.topics {
-                out.extend(t.partitions.iter().map(|p| p.error_code));
-            }
-        }
         R::AddPartitionsToTxn(r) => {
             out.push(r.error_code);
             let topics = r
@@ -118,19 +155,6 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
                 out.extend(t.partitions.iter().map(|p| p.error_code));
             }
         }
-        R::DescribeAcls(r) => out.push(r.error_code),
-        R::CreateAcls(r) => out.extend(r.results.iter().map(|a| a.error_code)),
-        R::DeleteAcls(r) => {
-            for f in &r.filter_results {
-                out.push(f.error_code);
-                out.extend(f.matching_acls.iter().map(|a| a.error_code));
-            }
-        }
-        R::DescribeConfigs(r) => out.extend(r.results.iter().map(|c| c.error_code)),
-        R::AlterConfigs(r) => out.extend(r.responses.iter().map(|c| c.error_code)),
-        R::IncrementalAlterConfigs(r) => out.extend(r.responses.iter().map(|c| c.error_code)),
-        R::SaslAuthenticate(r) => out.push(r.error_code),
-        R::CreatePartitions(r) => out.extend(r.results.iter().map(|t| t.error_code)),
         R::DeleteGroups(r) => out.extend(r.results.iter().map(|g| g.error_code)),
         R::OffsetDelete(r) => {
             out.push(r.error_code);
@@ -138,12 +162,6 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
                 out.extend(t.partitions.iter().map(|p| p.error_code));
             }
         }
-        R::DescribeUserScramCredentials(r) => {
-            out.push(r.error_code);
-            out.extend(r.results.iter().map(|u| u.error_code));
-        }
-        R::AlterUserScramCredentials(r) => out.extend(r.results.iter().map(|u| u.error_code)),
-        R::DescribeCluster(r) => out.push(r.error_code),
         R::DescribeProducers(r) => {
             for t in &r.topics {
                 out.extend(t.partitions.iter().map(|p| p.error_code));
@@ -154,16 +172,6 @@ fn collect(response: &ResponseKind, out: &mut Vec<i16>) {
         }
         R::ListTransactions(r) => out.push(r.error_code),
         R::ConsumerGroupHeartbeat(r) => out.push(r.error_code),
-        R::DescribeTopicPartitions(r) => {
-            for t in &r.topics {
-                out.push(t.error_code);
-                out.extend(t.partitions.iter().map(|p| p.error_code));
-            }
-        }
-        R::DescribeLogDirs(r) => {
-            out.push(r.error_code);
-            out.extend(r.results.iter().map(|d| d.error_code));
-        }
         R::ConsumerGroupDescribe(r) => out.extend(r.groups.iter().map(|g| g.error_code)),
         // Not served by kaas: answered with UNSUPPORTED_VERSION or not at
         // all, which `unsupported` accounts for.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::heartbeat;
+use broker::cluster::heartbeat;
 use tokio::time::Instant;
 use vfs::Vfs;
 

@@ -38,6 +38,9 @@ mod append;
 mod compaction;
 mod give_up;
 mod read;
+#[cfg(madsim)]
+#[path = "../../historical/resurrected_partition.rs"]
+mod resurrected_partition;
 mod retention;
 mod takeover;
 mod timestamps;

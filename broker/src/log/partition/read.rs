@@ -131,18 +131,7 @@ impl PartitionLog {
                         .await?
                 }
             };
-            // Compaction leaves gaps: a cleaned segment may hold nothing
-            // from `offset` on, and `offset` may fall in a gap before a
-            // segment (one that holds nothing yet, or whose first batch is
-            // past the last stable offset). The next record, if any, is in
-            // a later segment. So may an operator's repair, which gives
-            // up a damaged segment's offsets from its first bad batch on.
-            // A gap is where the segment's batches end below `offset`,
-            // never where its file ends before its size.
-            let given_up = seg.given_up_from.is_some_and(|g| offset >= g);
-            let gap = limit == 0
-                || !short && (seg.cleaned.is_some() || offset < seg.base_offset || given_up);
-            if out.is_empty() && !gap {
+            if out.is_empty() && !gap(seg, limit, short, offset) {
                 // The records are there (below the segment's end), so this
                 // host's view through a long-lived handle is stale (NFS
                 // serves reads from cached pages up to a cached size). A
@@ -276,4 +265,18 @@ fn end_of(records: &[u8]) -> Option<i64> {
         at += size;
     }
     end
+}
+
+/// Whether a read of `seg` that found nothing at `offset` (`short`: its
+/// batches ended before `limit`) met a gap. Compaction leaves gaps: a
+/// cleaned segment may hold nothing from `offset` on, and `offset` may
+/// fall in a gap before a segment (one that holds nothing yet, or whose
+/// first batch is past the last stable offset). The next record, if any,
+/// is in a later segment. So may an operator's repair, which gives up a
+/// damaged segment's offsets from its first bad batch on. A gap is where
+/// the segment's batches end below `offset`, never where its file ends
+/// before its size.
+fn gap(seg: &SegmentMeta, limit: u64, short: bool, offset: i64) -> bool {
+    let given_up = seg.given_up_from.is_some_and(|g| offset >= g);
+    limit == 0 || !short && (seg.cleaned.is_some() || offset < seg.base_offset || given_up)
 }

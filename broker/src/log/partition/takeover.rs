@@ -72,12 +72,12 @@ impl PartitionLog {
         // epoch unclaimed, and the next leader must fence that gap.
         vfs::fault_point!(v, "takeover.decided");
         #[cfg(madsim)]
-        let resurrect = crate::historical::resurrected_partition::make_dirs_if_on(v, &dir).await?;
+        let resurrect = super::resurrected_partition::make_dirs_if_on(v, &dir).await?;
         let previous = claim_and_find_previous(v, &dir, epoch, token)
             .await
             .map_err(unusable_if_unreadable)?;
         #[cfg(madsim)]
-        let previous = crate::historical::resurrected_partition::empty_log_if_missing(
+        let previous = super::resurrected_partition::empty_log_if_missing(
             resurrect, previous, v, &dir, expected,
         )
         .await?;

@@ -56,6 +56,31 @@ pub(super) struct Output {
     max_timestamp: i64,
 }
 
+impl Output {
+    /// A cleaned segment in the making, starting where `seg` starts.
+    fn starting(seg: &SegmentMeta, next: i64, pass: Cleaning, cfg: &LogConfig) -> Self {
+        Output {
+            meta: SegmentMeta {
+                base_offset: seg.base_offset,
+                epoch: seg.epoch,
+                cleaned: Some(pass),
+                state: SegmentState::Sealed {
+                    end_position: 0,
+                    next_offset: next,
+                    max_timestamp: -1,
+                },
+                adopted_until: seg.adopted_until,
+                given_up_from: None,
+            },
+            file: None,
+            pending: BytesMut::new(),
+            position: 0,
+            index: SegmentIndex::new(cfg.index_interval_bytes),
+            max_timestamp: -1,
+        }
+    }
+}
+
 impl PartitionLog {
     /// Step 3: the kept records of `sources`, in new segments of at most
     /// `segment.bytes` each, every one durable and closed.
@@ -92,30 +117,7 @@ impl PartitionLog {
                     done.push(self.finish(o, stats).await?);
                 }
             }
-            let (o, read) = out.get_or_insert_with(|| {
-                (
-                    Output {
-                        meta: SegmentMeta {
-                            base_offset: seg.base_offset,
-                            epoch: seg.epoch,
-                            cleaned: Some(pass),
-                            state: SegmentState::Sealed {
-                                end_position: 0,
-                                next_offset: next,
-                                max_timestamp: -1,
-                            },
-                            adopted_until: seg.adopted_until,
-                            given_up_from: None,
-                        },
-                        file: None,
-                        pending: BytesMut::new(),
-                        position: 0,
-                        index: SegmentIndex::new(cfg.index_interval_bytes),
-                        max_timestamp: -1,
-                    },
-                    0,
-                )
-            });
+            let (o, read) = out.get_or_insert_with(|| (Output::starting(seg, next, pass, &cfg), 0));
             *read += size;
             if created.last() != Some(&o.meta.id()) {
                 created.push(o.meta.id());
@@ -149,14 +151,7 @@ impl PartitionLog {
                             }
                             Some(t) => stats.horizon(Some(t)),
                             None => {
-                                let body = records::body(&b, &h)?;
-                                let all = records::records_in(&body, &h)
-                                    .ok_or_else(|| corrupt("an unreadable transaction marker"))?;
-                                let stamped = records::rebuild(&b, &all, Some(horizon))?;
-                                let kh =
-                                    batch::parse(&stamped).map_err(|e| corrupt(&e.to_string()))?;
-                                stats.horizon(records::delete_horizon(&kh));
-                                stats.records_kept += kh.records.max(0) as u64;
+                                let (stamped, kh) = stamp_marker(&b, &h, horizon, stats)?;
                                 self.put(o, stamped, &kh, throttle).await?;
                                 continue;
                             }
@@ -179,25 +174,11 @@ impl PartitionLog {
                 }
                 let expire_at = if opaque_before { i64::MIN } else { now_ms };
                 opaque_before |= opaque;
-                let mut tombstones = false;
-                let kept = match body
+                let kept = body
                     .as_deref()
-                    .and_then(|d| keep(d, &h, map, end, expire_at))
-                {
-                    None => b,
-                    Some(k) if k.is_empty() => continue,
-                    Some(k) => {
-                        tombstones = k.iter().any(|r| r.value.is_none() && r.offset < end);
-                        // Its first pass as its key's newest starts a
-                        // tombstone's delete.retention.ms.
-                        let stamp = (tombstones && records::delete_horizon(&h).is_none())
-                            .then_some(horizon);
-                        if stamp.is_none() && k.len() == h.records as usize {
-                            b.clone()
-                        } else {
-                            records::rebuild(&b, &k, stamp)?
-                        }
-                    }
+                    .and_then(|d| keep(d, &h, map, end, expire_at));
+                let Some((kept, tombstones)) = kept_batch(&b, &h, kept, end, horizon)? else {
+                    continue;
                 };
                 let kh = batch::parse(&kept).map_err(|e| corrupt(&e.to_string()))?;
                 if tombstones {
@@ -315,4 +296,50 @@ impl PartitionLog {
             .insert(o.meta.id(), Arc::new(Mutex::new(o.index)));
         Ok(o.meta)
     }
+}
+
+/// A marker its pass keeps for now, stamped with the delete horizon it
+/// goes at.
+fn stamp_marker(
+    b: &Bytes,
+    h: &batch::BatchHeader,
+    horizon: i64,
+    stats: &mut Compacted,
+) -> io::Result<(Bytes, batch::BatchHeader)> {
+    let body = records::body(b, h)?;
+    let all =
+        records::records_in(&body, h).ok_or_else(|| corrupt("an unreadable transaction marker"))?;
+    let stamped = records::rebuild(b, &all, Some(horizon))?;
+    let kh = batch::parse(&stamped).map_err(|e| corrupt(&e.to_string()))?;
+    stats.horizon(records::delete_horizon(&kh));
+    stats.records_kept += kh.records.max(0) as u64;
+    Ok((stamped, kh))
+}
+
+/// The batch a pass writes for `b` given the records it keeps (`None`: all
+/// of it, unread), and whether a kept record is a tombstone; `None` when
+/// nothing of it is kept.
+fn kept_batch(
+    b: &Bytes,
+    h: &batch::BatchHeader,
+    kept: Option<Vec<RawRecord<'_>>>,
+    end: i64,
+    horizon: i64,
+) -> io::Result<Option<(Bytes, bool)>> {
+    let Some(k) = kept else {
+        return Ok(Some((b.clone(), false)));
+    };
+    if k.is_empty() {
+        return Ok(None);
+    }
+    let tombstones = k.iter().any(|r| r.value.is_none() && r.offset < end);
+    // Its first pass as its key's newest starts a tombstone's
+    // delete.retention.ms.
+    let stamp = (tombstones && records::delete_horizon(h).is_none()).then_some(horizon);
+    let batch = if stamp.is_none() && k.len() == h.records as usize {
+        b.clone()
+    } else {
+        records::rebuild(b, &k, stamp)?
+    };
+    Ok(Some((batch, tombstones)))
 }

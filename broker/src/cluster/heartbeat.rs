@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use vfs::Vfs;
 use vfs::durable::sweep_temps;
 
-use crate::cluster::announced::Announced;
-use crate::cluster::id_claim::{self, IdClaim};
+use super::announced::Announced;
+use super::id_claim::{self, IdClaim};
 use crate::layout;
 
 const KIND: &str = "broker-heartbeat";
