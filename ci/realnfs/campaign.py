@@ -243,8 +243,9 @@ def table(rows):
         acked = sum(r["acked_in_round"] for r in mine)
         lost = sum(r["idem"]["lost"] + r["txn"]["lost"] + r["churn"]["lost"]
                    + r["compact"]["lost"] for r in mine)
-        dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"] for r in mine)
-        resent = sum(r["idem"].get("resent", 0) for r in mine)
+        dup = sum(r["idem"]["duplicated"] + r["txn"]["duplicated"]
+                  + r["compact"]["duplicated"] for r in mine)
+        resent = sum(r["idem"].get("resent", 0) + r["compact"].get("resent", 0) for r in mine)
         measured = timed(mine)
         fo = [r["failover"] for r in measured if "failover" in r]
         fa = [r["first_ack"] for r in measured if "first_ack" in r]

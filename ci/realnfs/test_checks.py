@@ -37,6 +37,24 @@ def test_only_a_record_re_sent_under_a_new_epoch_is_the_clients_duplicate():
     assert w.resent_after_bump(twice, 6, {}) == set()
 
 
+# The compacted topic in the same failover (seed 13, round 30, a server
+# crash): MsgId 6762 (value k9=6761) answered NOT_LEADER_OR_FOLLOWER under
+# epoch 1 after it reached the file, re-sent under epoch 2; MsgId 6761
+# sent once.
+KEYED = """\
+PRODUCE [rdkafka#producer-9] [thrd:10.77.0.13:9092/2]: 10.77.0.13:9092/2: c-compact [0]: Produce MessageSet with 1 message(s) (79 bytes, ApiVersion 10, MsgVersion 2, MsgId 6761, BaseSeq 5901, PID{Id:1001,Epoch:1}, uncompressed)
+PRODUCE [rdkafka#producer-9] [thrd:10.77.0.13:9092/2]: 10.77.0.13:9092/2: c-compact [0]: Produce MessageSet with 1 message(s) (77 bytes, ApiVersion 10, MsgVersion 2, MsgId 6762, BaseSeq 5902, PID{Id:1001,Epoch:1}, uncompressed)
+MSGSET [rdkafka#producer-9] [thrd:10.77.0.13:9092/2]: 10.77.0.13:9092/2: c-compact [0]: MessageSet with 1 message(s) (MsgId 6762, BaseSeq 5902) encountered error: Broker: Not leader for partition (actions Refresh,MsgNotPersisted)
+PRODUCE [rdkafka#producer-9] [thrd:10.77.0.11:9092/0]: 10.77.0.11:9092/0: c-compact [0]: Produce MessageSet with 3 message(s) (111 bytes, ApiVersion 10, MsgVersion 2, MsgId 6762, BaseSeq 0, PID{Id:1001,Epoch:2}, uncompressed)
+""".splitlines()
+
+
+def test_a_keyed_value_re_sent_under_a_new_epoch_is_the_clients_duplicate():
+    sent = w.epochs_sent(KEYED, "c-compact")
+    assert sent[(0, 6762)] == {1, 2} and sent[(0, 6763)] == {2}
+    assert w.resent_keyed({"k9=6761", "k8=6760", "k10=6762"}, sent) == {"k9=6761"}
+
+
 def test_a_round_whose_victim_led_nothing_is_not_timed():
     import campaign
     rows = [{"kind": "kill-9", "victim_led": 0, "led": 0.3},
