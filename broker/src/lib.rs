@@ -19,6 +19,7 @@
 //! | [`groups`] | consumer group coordinators and their files |
 //! | `slot_files` | the per-key files of a coordinator slot, shared by groups and transactions |
 //! | [`txn`] | transaction coordinators: each transactional id's state in its slot, markers |
+//! | [`txn_store`] | a transactional id's record on the volume and how a slot takeover loads it (shared by `groups::Slot` and `txn`) |
 //! | [`peer`] | calls to another broker (transaction markers, AddPartitionsToTxn verification) |
 //! | [`producer_ids`] | producer id blocks for idempotent producers |
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
@@ -62,3 +63,4 @@ pub(crate) mod slot_files;
 pub mod startup;
 pub mod stored;
 pub mod txn;
+pub mod txn_store;

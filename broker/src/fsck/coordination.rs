@@ -17,7 +17,7 @@ use crate::layout;
 use crate::log::audit::unclaimed_epochs;
 use crate::security::{AclSet, Credentials};
 use crate::slot_files::{self, SlotRecord};
-use crate::txn::record::TxnRecord;
+use crate::txn_store::record::TxnRecord;
 
 /// Entries of `dir` that kaas names (temps and `.nfs` files are the
 /// walk's); `None` if there is no such directory.

@@ -12,7 +12,7 @@ use crate::groups::store;
 use crate::log::manifest::{Manifest, manifest_path};
 use crate::log::{names, topic, topic_config};
 use crate::security::{Security, SecurityConfig};
-use crate::txn::record::TxnRecord;
+use crate::txn_store::record::TxnRecord;
 use crate::{layout, slot_files};
 
 /// How a file is laid out: in the checksummed envelope of a kind, or in a

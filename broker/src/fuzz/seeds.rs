@@ -106,7 +106,7 @@ fn metadata_files(s: &mut Seeds) {
     use crate::cluster::assignment::Assignment;
     use crate::groups::store::GroupRecord;
     use crate::security::{AclSet, Credentials};
-    use crate::txn::record::TxnRecord;
+    use crate::txn_store::record::TxnRecord;
     let json = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
     let payloads: Vec<(u8, &str, Vec<u8>)> = vec![
         (

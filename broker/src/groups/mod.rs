@@ -91,8 +91,8 @@ pub struct Slot {
     pub(crate) vfs: Arc<dyn Vfs>,
     fence: EpochClaims,
     pub groups: tokio::sync::Mutex<BTreeMap<String, Entry>>,
-    /// The transactional ids of the slot (`crate::txn`).
-    pub txns: tokio::sync::Mutex<BTreeMap<String, crate::txn::Entry>>,
+    /// The transactional ids of the slot (`crate::txn_store`).
+    pub txns: tokio::sync::Mutex<BTreeMap<String, crate::txn_store::Entry>>,
     fenced: AtomicBool,
 }
 
@@ -151,7 +151,7 @@ impl Slot {
             }
         }
         vfs::fault_point!(vfs, "group-load.listed");
-        let txns = crate::txn::load_listed(vfs.as_ref(), slot, epoch, &listing).await?;
+        let txns = crate::txn_store::load_listed(vfs.as_ref(), slot, epoch, &listing).await?;
         let mut groups = BTreeMap::new();
         for (hash, e) in newest {
             let p = store::path_of_hash(slot, &hash, e);
