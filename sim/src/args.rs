@@ -1,9 +1,10 @@
 //! Command-line arguments of the simulator.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Parser;
+
+use crate::swarm::{FAULT_KINDS, FaultSet};
 
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -117,21 +118,6 @@ impl Args {
         }
     }
 }
-
-/// Which faults a run injects.
-pub(crate) type FaultSet = BTreeSet<&'static str>;
-
-pub(crate) const FAULT_KINDS: &[&str] = &[
-    "crash",
-    "pause",
-    "isolate",
-    "cut",
-    "nfs-restart",
-    "clock",
-    "nfs",
-    "twin",
-    "full",
-];
 
 fn parse_faults(s: &str) -> Result<FaultSet, String> {
     match s {

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use crate::args::{Args, FAULT_KINDS, FaultSet};
+use crate::args::Args;
 use crate::checker::Invariant;
 use crate::run::{self, Options, Report};
 use crate::swarm;
+use crate::swarm::{FAULT_KINDS, FaultSet};
 
 pub fn main() -> ExitCode {
     let args = Args::parse();

@@ -22,7 +22,7 @@ use std::time::Duration;
 use madsim::rand::Rng;
 use tokio::time::Instant;
 
-use crate::run::Frozen;
+use crate::frozen::Frozen;
 use crate::swarm::PointRates;
 use crate::trace::Trace;
 

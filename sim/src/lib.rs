@@ -26,6 +26,8 @@
 //! | `nfs_hook` | crashes a killed node's NFS host |
 //! | `twins` | a second process started with a broker id that already runs |
 //! | `fault_points` | what a broker's fault point does when reached: hold the task, or crash the broker there |
+//! | `frozen` | which brokers a fault holds frozen or dead, and since when |
+//! | `hosts` | the model NFS host ids of the nodes that are not brokers |
 //! | [`trace`] | the run's trace and its digest |
 
 #[cfg(madsim)]
@@ -40,7 +42,11 @@ pub mod client;
 #[cfg(madsim)]
 pub mod fault_points;
 #[cfg(madsim)]
+pub(crate) mod frozen;
+#[cfg(madsim)]
 pub mod history;
+#[cfg(madsim)]
+pub(crate) mod hosts;
 #[cfg(madsim)]
 pub mod nfs_hook;
 #[cfg(madsim)]

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use vfs::model::NfsConfig;
 
 use crate::actors::Cast;
-use crate::args::{FAULT_KINDS, FaultSet};
 use crate::run::{Fault, FaultKind, Options, Trigger};
+use crate::swarm::{FAULT_KINDS, FaultSet};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

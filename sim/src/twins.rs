@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use madsim::runtime::{Handle, NodeHandle};
 
-use crate::run::Frozen;
+use crate::frozen::Frozen;
 use crate::trace::Trace;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

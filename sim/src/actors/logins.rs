@@ -26,7 +26,7 @@ use vfs::Vfs;
 
 use crate::actors::{Actor, FinalRead, Play, Role, Stage};
 use crate::history::Event;
-use crate::run::OBSERVER_HOST;
+use crate::hosts::OBSERVER_HOST;
 use crate::session::Session;
 
 /// The user whose password changes.

@@ -26,7 +26,7 @@ use vfs::durable::{Claim, ClaimToken};
 
 use crate::actors::{Actor, FinalRead, Finale, Play, Role, Stage};
 use crate::history::Event;
-use crate::run::OBSERVER_HOST;
+use crate::hosts::OBSERVER_HOST;
 use crate::session::Session;
 
 /// The two documents, as named on the volume.

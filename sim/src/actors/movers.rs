@@ -31,7 +31,7 @@ use vfs::Vfs;
 
 use crate::actors::{Actor, FinalRead, Play, Role, Stage};
 use crate::history::Event;
-use crate::run::OBSERVER_HOST;
+use crate::hosts::OBSERVER_HOST;
 use crate::session::Session;
 use crate::workload::{PARTITIONS, TOPIC};
 
@@ -45,37 +45,7 @@ pub(crate) const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// cancel, which changes nothing and is as definite as an acknowledgement.
 const NO_REASSIGNMENT: i16 = 85;
 
-/// The volume after the run: the workload topic's preferred brokers
-/// (partition -> broker), and the partitions a live preferred broker did
-/// not lead (partition, preferred, leader).
-pub type FinalState = (BTreeMap<i32, u32>, Vec<(i32, u32, Option<u32>)>);
-
-/// What became of one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdminOutcome {
-    /// Acknowledged: the document holds it (or a later change).
-    Acked,
-    /// Refused with this code: nothing changed.
-    Refused(i16),
-    /// No answer, or one that cannot say (timed out, storage error): it
-    /// may land, even after later requests.
-    Unknown,
-}
-
-impl AdminOutcome {
-    /// What the error code of a change's answer says (`None`: no answer).
-    /// `also_done` are refusals that change nothing and are as definite as
-    /// an acknowledgement.
-    pub(crate) fn of(code: Option<i16>, also_done: &[i16]) -> Self {
-        match code {
-            Some(0) => AdminOutcome::Acked,
-            Some(c) if also_done.contains(&c) => AdminOutcome::Acked,
-            // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
-            Some(7) | Some(56) | None => AdminOutcome::Unknown,
-            Some(c) => AdminOutcome::Refused(c),
-        }
-    }
-}
+pub use crate::history::{AdminOutcome, FinalState};
 
 /// Sends an admin request to a broker picked at random and waits as long
 /// as a Kafka admin client would.

@@ -34,7 +34,7 @@ use vfs::Vfs;
 use crate::actors::movers::{AdminOutcome, admin_call};
 use crate::actors::{Actor, FinalRead, Finale, Play, Role, Stage};
 use crate::history::Event;
-use crate::run::OBSERVER_HOST;
+use crate::hosts::OBSERVER_HOST;
 use crate::session::Session;
 use crate::workload::{PARTITIONS, TOPIC};
 use std::net::Ipv4Addr;

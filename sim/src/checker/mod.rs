@@ -27,7 +27,10 @@ mod requests;
 mod topics;
 mod trim;
 mod txns;
+mod violations;
 mod writes;
+
+pub use violations::Violations;
 
 pub use invariant::Invariant;
 

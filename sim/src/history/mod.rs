@@ -10,6 +10,42 @@ mod describe;
 
 pub use describe::describe;
 
+/// A record of the compacted topic as written and read: key and value
+/// (`None`: a tombstone).
+pub type Written = (String, Option<String>);
+
+/// The volume after the run: the workload topic's preferred brokers
+/// (partition -> broker), and the partitions a live preferred broker did
+/// not lead (partition, preferred, leader).
+pub type FinalState = (BTreeMap<i32, u32>, Vec<(i32, u32, Option<u32>)>);
+
+/// What became of one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminOutcome {
+    /// Acknowledged: the document holds it (or a later change).
+    Acked,
+    /// Refused with this code: nothing changed.
+    Refused(i16),
+    /// No answer, or one that cannot say (timed out, storage error): it
+    /// may land, even after later requests.
+    Unknown,
+}
+
+impl AdminOutcome {
+    /// What the error code of a change's answer says (`None`: no answer).
+    /// `also_done` are refusals that change nothing and are as definite as
+    /// an acknowledgement.
+    pub(crate) fn of(code: Option<i16>, also_done: &[i16]) -> Self {
+        match code {
+            Some(0) => AdminOutcome::Acked,
+            Some(c) if also_done.contains(&c) => AdminOutcome::Acked,
+            // REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56): may land.
+            Some(7) | Some(56) | None => AdminOutcome::Unknown,
+            Some(c) => AdminOutcome::Refused(c),
+        }
+    }
+}
+
 /// What became of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -189,14 +225,14 @@ pub enum Event {
     CompactRead {
         partition: i32,
         started: Duration,
-        records: Vec<(i64, crate::actors::compactor::Written)>,
+        records: Vec<(i64, Written)>,
     },
     /// A transaction of the compactor, before its batch of `records` is
     /// sent to `partition`.
     CompactTxnSent {
         label: String,
         partition: i32,
-        records: Vec<crate::actors::compactor::Written>,
+        records: Vec<Written>,
     },
     /// That batch acknowledged, its first record at `offset`.
     CompactTxnProduced { label: String, offset: i64 },
@@ -360,14 +396,12 @@ pub enum Event {
         partition: i32,
         broker: Option<u32>,
         sent: Duration,
-        outcome: crate::actors::movers::AdminOutcome,
+        outcome: AdminOutcome,
     },
     /// After the run: the workload topic's preferred brokers on the volume,
     /// and the partitions a live preferred broker did not lead by the
     /// liveness deadline (`None`: unreadable).
-    ReassignFinal {
-        found: Option<crate::actors::movers::FinalState>,
-    },
+    ReassignFinal { found: Option<FinalState> },
     /// `kaas fsck --repair` (`repairer`) removed these paths; `pending`
     /// removals it could not make yet.
     Repaired {
@@ -388,7 +422,7 @@ pub enum Event {
         key: &'static str,
         rate: Option<u64>,
         sent: Duration,
-        outcome: crate::actors::movers::AdminOutcome,
+        outcome: AdminOutcome,
     },
     /// After the run: every quota in the newest complete version of the
     /// document, by (entity, key) (`None`: unreadable).
@@ -442,7 +476,7 @@ pub enum Event {
     /// once (else the deadline came first).
     CompactFinal {
         partition: i32,
-        records: Vec<(i64, crate::actors::compactor::Written)>,
+        records: Vec<(i64, Written)>,
         settled: bool,
     },
 }

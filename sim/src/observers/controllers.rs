@@ -12,7 +12,7 @@ use vfs::Vfs;
 use vfs::durable::ClaimToken;
 
 use crate::checker::Invariant;
-use crate::run::Violations;
+use crate::checker::Violations;
 
 /// Epochs past the newest one seen that each look also opens: a claim may
 /// be undecided for a while, and its successor written meanwhile.

@@ -35,7 +35,7 @@ use vfs::model::ModelNfs;
 use crate::actors::compactor::{COMPACT_PARTITIONS, COMPACT_TOPIC};
 use crate::actors::trimmer::{TRIM_PARTITIONS, TRIM_TOPIC};
 use crate::checker::Invariant;
-use crate::run::Violations;
+use crate::checker::Violations;
 use crate::workload::{PARTITIONS, TOPIC};
 
 const EVERY: Duration = Duration::from_millis(900);

@@ -27,8 +27,8 @@ pub(crate) mod observer;
 mod options;
 pub(crate) mod timeline;
 
-pub(crate) use brokers::Frozen;
-pub use observer::{Violations, observe};
+pub use crate::checker::Violations;
+pub use observer::observe;
 pub use options::{Options, Report};
 pub use timeline::{Fault, FaultKind, Trigger};
 
@@ -39,8 +39,7 @@ use timeline::Played;
 /// The brokers' session timeout (kaas's default; not passed, so not set).
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// NFS host id of the observer (brokers use their broker id).
-pub(crate) const OBSERVER_HOST: u32 = 1_000;
+pub(crate) use crate::hosts::OBSERVER_HOST;
 
 /// The run's clock in the trace's format.
 pub(crate) fn stamp(start: Instant) -> impl Fn() -> String + Copy + Send + Sync + 'static {
@@ -112,7 +111,7 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
         move |id| stalls.stalled(id),
     ));
     let history = History::default();
-    crate::observers::start(&observer, &opts.cast, &cluster, &history, &violations);
+    observer::start_watchers(&observer, &opts.cast, &cluster, &history, &violations);
     let stage = Arc::new(Stage {
         brokers: opts.brokers,
         start: cluster.start,

@@ -7,50 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use broker::cluster::heartbeat;
+use madsim::runtime::NodeHandle;
 use tokio::time::Instant;
 use vfs::Vfs;
 
-use crate::checker::Invariant;
+use crate::actors::Cast;
+use crate::checker::{Invariant, Violations};
+use crate::frozen::Frozen;
+use crate::history::History;
 use crate::trace::Trace;
 
-use super::brokers::{Frozen, HEARTBEAT_SECS};
+use super::OBSERVER_HOST;
+use super::brokers::{Cluster, HEARTBEAT_SECS};
 
 const OBSERVE_EVERY: Duration = Duration::from_millis(700);
-
-/// Invariant violations found so far, shared by the checkers of a run,
-/// and how many checks each invariant got from them.
-#[derive(Clone, Default)]
-pub struct Violations {
-    found: Arc<std::sync::Mutex<Vec<String>>>,
-    checked: Arc<std::sync::Mutex<BTreeMap<Invariant, usize>>>,
-}
-
-impl Violations {
-    pub fn push(&self, v: String) {
-        self.found.lock().unwrap_or_else(|p| p.into_inner()).push(v);
-    }
-
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.found.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// One more check of `invariant`.
-    pub fn checked(&self, invariant: Invariant) {
-        *self
-            .checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(invariant)
-            .or_default() += 1;
-    }
-
-    pub fn checks(&self) -> BTreeMap<Invariant, usize> {
-        self.checked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
 
 /// What the observer last saw of one broker.
 struct Seen {
@@ -285,5 +255,40 @@ impl<S: Fn() -> String, F: Fn(u32) -> Duration> Looks<S, F> {
                 changed_at: now,
             },
         );
+    }
+}
+
+/// Starts on `node` the observers (`crate::observers`) of the actors in
+/// `cast`: each reads the volume as a new broker would while its actor
+/// works.
+pub(crate) fn start_watchers(
+    node: &NodeHandle,
+    cast: &Cast,
+    cluster: &Cluster,
+    history: &History,
+    violations: &Violations,
+) {
+    let volume = || Arc::new(cluster.nfs.host(OBSERVER_HOST));
+    if cast.has("committer") {
+        node.spawn(crate::observers::group_files::watch(
+            volume(),
+            history.clone(),
+            cluster.start,
+        ));
+    }
+    if cast.has("next-members") {
+        node.spawn(crate::observers::group_files::watch_holders(
+            volume(),
+            history.clone(),
+            cluster.start,
+        ));
+    }
+    if cast.has("trimmer") {
+        node.spawn(crate::observers::manifests::watch(
+            volume(),
+            cluster.nfs.clone(),
+            violations.clone(),
+            super::stamp(cluster.start),
+        ));
     }
 }

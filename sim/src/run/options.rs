@@ -6,10 +6,10 @@ use std::time::Duration;
 use vfs::model::{FaultStats, NfsConfig};
 
 use crate::actors::Cast;
-use crate::args::{FAULT_KINDS, FaultSet};
 use crate::checker::Invariant;
 use crate::fault_points::Stats;
 use crate::swarm::{self, Pace, PointRates};
+use crate::swarm::{FAULT_KINDS, FaultSet};
 
 use super::Fault;
 
@@ -20,7 +20,7 @@ pub struct Options {
     pub duration: Duration,
     /// The shared volume's behaviour and faults.
     pub nfs: NfsConfig,
-    /// Fault kinds the timeline may use (see `args::FAULT_KINDS`).
+    /// Fault kinds the timeline may use (see `swarm::FAULT_KINDS`).
     pub faults: FaultSet,
     /// Scripted faults (a scenario's timeline), on top of the seeded ones.
     pub scripted: Vec<Fault>,

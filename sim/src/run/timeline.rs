@@ -11,14 +11,15 @@ use madsim::runtime::{Handle, NodeHandle};
 use tokio::time::Instant;
 use vfs::model::ModelNfs;
 
-use crate::args::FaultSet;
 use crate::checker::failover::Outage;
+use crate::swarm::FaultSet;
 use crate::swarm::Pace;
 use crate::trace::Trace;
 use crate::twins::{Process, Twin, TwinMode, TwinStarter};
 
 use super::Options;
-use super::brokers::{Cluster, Frozen, HEARTBEAT_SECS, TWIN_START_UP};
+use super::brokers::{Cluster, HEARTBEAT_SECS, TWIN_START_UP};
+use crate::frozen::Frozen;
 
 /// One scheduled fault: what, from when, for how long.
 #[derive(Clone, Debug)]

@@ -14,15 +14,30 @@
 //! the simulated world, so a seed always draws the same profile and the run
 //! replays exactly.
 
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::fmt::Write as _;
 use vfs::model::NfsConfig;
-
-use crate::args::FaultSet;
 
 mod points;
 mod worlds;
+
+/// Which faults a run injects.
+pub type FaultSet = BTreeSet<&'static str>;
+
+pub const FAULT_KINDS: &[&str] = &[
+    "crash",
+    "pause",
+    "isolate",
+    "cut",
+    "nfs-restart",
+    "clock",
+    "nfs",
+    "twin",
+    "full",
+];
 
 pub use points::{FAMILIES, POINTS};
 use points::{aim_after, family, focus, transaction_steps};

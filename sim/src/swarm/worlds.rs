@@ -4,9 +4,9 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use vfs::model::{Faults, NfsConfig};
 
-use crate::args::FaultSet;
-
-use super::{CLUSTER, Pace, PointRates, Profile, aim_after, family, focus, transaction_steps};
+use super::{
+    CLUSTER, FaultSet, Pace, PointRates, Profile, aim_after, family, focus, transaction_steps,
+};
 
 fn set(kinds: &[&'static str]) -> FaultSet {
     kinds.iter().copied().collect()

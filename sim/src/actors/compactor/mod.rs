@@ -48,9 +48,7 @@ const CONFIGS: &[(&str, &str)] = &[
     ("delete.retention.ms", "3000"),
 ];
 
-/// A record of the compacted topic as written and read: key and value
-/// (`None`: a tombstone).
-pub type Written = (String, Option<String>);
+pub use crate::history::Written;
 
 fn record(key: &str, value: Option<&str>) -> Bytes {
     broker::log::batch::build_keyed(
