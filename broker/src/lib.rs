@@ -21,6 +21,7 @@
 //! | [`txn`] | transaction coordinators: each transactional id's state in its slot, markers |
 //! | [`txn_store`] | a transactional id's record on the volume and how a slot takeover loads it (shared by `groups::Slot` and `txn`) |
 //! | [`peer`] | calls to another broker (transaction markers, AddPartitionsToTxn verification) |
+//! | [`produce_order`] | the order a connection's pipelined produce requests to one partition are applied in |
 //! | [`producer_ids`] | producer id blocks for idempotent producers |
 //! | [`protocol`] | the Kafka wire protocol: frames, connections, API versions |
 //! | [`api`] | the answers to Kafka requests, one file per API family |
@@ -55,6 +56,7 @@ pub mod node;
 pub mod peer;
 #[cfg(not(madsim))]
 pub mod process_metrics;
+pub mod produce_order;
 pub mod producer_ids;
 pub mod protocol;
 pub mod quota;

@@ -2,7 +2,8 @@
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
-use super::{Api, produce_order};
+use super::Api;
+use crate::produce_order;
 use crate::protocol::versions;
 use crate::security::Session;
 

@@ -69,7 +69,6 @@ pub use new_leaders::LEADERS_WAIT;
 mod null_messages;
 mod partitions;
 mod produce;
-pub mod produce_order;
 mod producer_id;
 mod quotas;
 mod reassignments;

@@ -14,8 +14,8 @@ use futures_util::future::join_all;
 use uuid::Uuid;
 
 use crate::log::{LogError, PartitionLog, batch};
+use crate::produce_order::ProduceOrder;
 
-use super::produce_order::ProduceOrder;
 use super::{Api, code, name_of};
 
 /// A partition's answer being worked out.

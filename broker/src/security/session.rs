@@ -46,7 +46,7 @@ pub struct Session {
     pub muted_until: Option<Instant>,
     /// Idempotent batches refused before their log took them, so that
     /// the ones pipelined behind them are refused too.
-    pub produce_order: crate::api::produce_order::ProduceOrder,
+    pub produce_order: crate::produce_order::ProduceOrder,
 }
 
 /// Who a request comes from, as the authorizer sees it.
