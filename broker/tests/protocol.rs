@@ -499,9 +499,9 @@ async fn scram_sha_512_and_256_authenticate_against_the_stored_credentials() {
     );
 }
 
-#[tokio::test]
-async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
-    use kafka_protocol::messages::create_acls_request::AclCreation;
+/// A secured listener where `admin` is a super user and `carol` has no ACL
+/// yet: their logged-in connections, and the broker's security.
+async fn acl_stage() -> (TcpStream, TcpStream, Arc<Security>) {
     let config = SecurityConfig {
         authorizer: AuthorizerConfig {
             enabled: true,
@@ -522,19 +522,24 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
     assert_eq!(plain(&mut carol, "carol", "c").await, Some(0));
     let mut admin = TcpStream::connect(addr).await.unwrap();
     assert_eq!(plain(&mut admin, "admin", "a").await, Some(0));
+    (carol, admin, security)
+}
 
-    let allow_describe = AclCreation::default()
+/// ALLOW User:carol DESCRIBE on the cluster.
+fn allow_carol_describe() -> kafka_protocol::messages::create_acls_request::AclCreation {
+    kafka_protocol::messages::create_acls_request::AclCreation::default()
         .with_resource_type(4) // CLUSTER
         .with_resource_name(StrBytes::from_static_str("kafka-cluster"))
         .with_resource_pattern_type(3) // LITERAL
         .with_principal(StrBytes::from_static_str("User:carol"))
         .with_host(StrBytes::from_static_str("*"))
         .with_operation(8) // DESCRIBE
-        .with_permission_type(3); // ALLOW
-    let create = |c: AclCreation| {
-        RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![c]))
-    };
-    let describe = RequestKind::DescribeAcls(
+        .with_permission_type(3) // ALLOW
+}
+
+/// DescribeAcls of every ACL.
+fn describe_every_acl() -> RequestKind {
+    RequestKind::DescribeAcls(
         DescribeAclsRequest::default()
             .with_resource_type_filter(1)
             .with_resource_name_filter(None)
@@ -543,7 +548,15 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
             .with_pattern_type_filter(1)
             .with_operation(1)
             .with_permission_type(1),
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_principal_without_acls_may_not_change_see_or_use_the_clusters_admin_apis() {
+    let (mut carol, _admin, _security) = acl_stage().await;
+    let create = |c| RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![c]));
+    let allow_describe = allow_carol_describe();
+    let describe = describe_every_acl();
     // Carol may neither change ACLs nor see them.
     let Some(ResponseKind::CreateAcls(r)) = call(
         &mut carol,
@@ -651,6 +664,16 @@ async fn acls_are_changed_by_admins_only_and_decide_what_a_principal_may_do() {
         "client-id",
         "the entity is named back"
     );
+}
+
+#[tokio::test]
+async fn an_admins_acl_lets_a_principal_describe_the_cluster_and_nothing_more() {
+    let (mut carol, mut admin, security) = acl_stage().await;
+    let allow_describe = allow_carol_describe();
+    let describe = describe_every_acl();
+    let log_dirs = RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default());
+    let list =
+        RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default());
     // The admin grants her DESCRIBE on the cluster; a bad ACL is refused alone.
     let bad = allow_describe
         .clone()

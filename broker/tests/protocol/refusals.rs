@@ -30,8 +30,20 @@ fn txn() -> TransactionalId {
 /// the version can encode is sent. The last is the default request, which
 /// names whatever its defaults name (an empty group, a cluster action).
 fn forms(key: ApiKey) -> Vec<RequestKind> {
+    let mut v = topic_forms(key)
+        .or_else(|| coordinated_forms(key))
+        .or_else(|| security_forms(key))
+        .unwrap_or_default();
+    if let Some(d) = default_request(key) {
+        v.push(d);
+    }
+    v
+}
+
+/// [`forms`] of the requests about topics, their records and configs.
+fn topic_forms(key: ApiKey) -> Option<Vec<RequestKind>> {
     use RequestKind as R;
-    let mut v = match key {
+    Some(match key {
         ApiKey::Produce => {
             let data = produce_request::TopicProduceData::default()
                 .with_name(topic())
@@ -57,6 +69,89 @@ fn forms(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::Metadata => vec![R::Metadata(MetadataRequest::default().with_topics(Some(
             vec![metadata_request::MetadataRequestTopic::default().with_name(Some(topic()))],
         )))],
+        ApiKey::ElectLeaders => vec![R::ElectLeaders(
+            ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                elect_leaders_request::TopicPartitions::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![0]),
+            ])),
+        )],
+        ApiKey::CreateTopics => vec![R::CreateTopics(CreateTopicsRequest::default().with_topics(
+            vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(topic())
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ],
+        ))],
+        ApiKey::DeleteTopics => vec![
+            R::DeleteTopics(DeleteTopicsRequest::default().with_topics(vec![
+                delete_topics_request::DeleteTopicState::default().with_name(Some(topic())),
+            ])),
+            R::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(vec![topic()])),
+        ],
+        ApiKey::DeleteRecords => vec![R::DeleteRecords(
+            DeleteRecordsRequest::default().with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![Default::default()]),
+            ]),
+        )],
+        ApiKey::OffsetForLeaderEpoch => vec![R::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default().with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![Default::default()]),
+            ]),
+        )],
+        ApiKey::DescribeConfigs => vec![R::DescribeConfigs(
+            DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t")),
+            ]),
+        )],
+        ApiKey::AlterConfigs => vec![R::AlterConfigs(
+            AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t")),
+            ]),
+        )],
+        ApiKey::IncrementalAlterConfigs => vec![R::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t")),
+            ]),
+        )],
+        ApiKey::CreatePartitions => vec![R::CreatePartitions(
+            CreatePartitionsRequest::default().with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(topic())
+                    .with_count(2),
+            ]),
+        )],
+        ApiKey::DescribeProducers => vec![R::DescribeProducers(
+            DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic())
+                    .with_partition_indexes(vec![0]),
+            ]),
+        )],
+        ApiKey::DescribeTopicPartitions => vec![R::DescribeTopicPartitions(
+            DescribeTopicPartitionsRequest::default().with_topics(vec![
+                describe_topic_partitions_request::TopicRequest::default().with_name(topic()),
+            ]),
+        )],
+        _ => return None,
+    })
+}
+
+/// [`forms`] of the groups' and transactions' requests.
+fn coordinated_forms(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::OffsetCommit => vec![R::OffsetCommit(
             OffsetCommitRequest::default()
                 .with_group_id(group())
@@ -89,13 +184,90 @@ fn forms(key: ApiKey) -> Vec<RequestKind> {
                 ]),
             ]),
         )],
-        ApiKey::ElectLeaders => vec![R::ElectLeaders(
-            ElectLeadersRequest::default().with_topic_partitions(Some(vec![
-                elect_leaders_request::TopicPartitions::default()
-                    .with_topic(topic())
-                    .with_partitions(vec![0]),
-            ])),
+        ApiKey::FindCoordinator => vec![
+            R::FindCoordinator(
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")]),
+            ),
+            R::FindCoordinator(FindCoordinatorRequest::default().with_key(s("g"))),
+            R::FindCoordinator(
+                FindCoordinatorRequest::default()
+                    .with_key_type(1)
+                    .with_key(s("x")),
+            ),
+        ],
+        ApiKey::DescribeGroups => vec![R::DescribeGroups(
+            DescribeGroupsRequest::default().with_groups(vec![group()]),
         )],
+        ApiKey::DeleteGroups => vec![R::DeleteGroups(
+            DeleteGroupsRequest::default().with_groups_names(vec![group()]),
+        )],
+        ApiKey::InitProducerId => vec![R::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn()))
+                .with_transaction_timeout_ms(60_000),
+        )],
+        ApiKey::AddPartitionsToTxn => {
+            let topics = vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![0]),
+            ];
+            vec![
+                R::AddPartitionsToTxn(AddPartitionsToTxnRequest::default().with_transactions(
+                    vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                            .with_transactional_id(txn())
+                            .with_topics(topics.clone()),
+                    ],
+                )),
+                R::AddPartitionsToTxn(
+                    AddPartitionsToTxnRequest::default()
+                        .with_v3_and_below_transactional_id(txn())
+                        .with_v3_and_below_topics(topics),
+                ),
+            ]
+        }
+        ApiKey::AddOffsetsToTxn => vec![R::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn())
+                .with_group_id(group()),
+        )],
+        ApiKey::EndTxn => vec![R::EndTxn(
+            EndTxnRequest::default().with_transactional_id(txn()),
+        )],
+        ApiKey::TxnOffsetCommit => vec![R::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn())
+                .with_group_id(group())
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![Default::default()]),
+                ]),
+        )],
+        ApiKey::OffsetDelete => vec![R::OffsetDelete(
+            OffsetDeleteRequest::default()
+                .with_group_id(group())
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![Default::default()]),
+                ]),
+        )],
+        ApiKey::DescribeTransactions => vec![R::DescribeTransactions(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![txn()]),
+        )],
+        ApiKey::ConsumerGroupDescribe => vec![R::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()]),
+        )],
+        _ => return None,
+    })
+}
+
+/// [`forms`] of the ACL, credential and quota requests.
+fn security_forms(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::AlterClientQuotas => vec![R::AlterClientQuotas(
             AlterClientQuotasRequest::default().with_entries(vec![
                 alter_client_quotas_request::EntryData::default()
@@ -139,156 +311,8 @@ fn forms(key: ApiKey) -> Vec<RequestKind> {
                     .with_permission_type(1),
             ],
         ))],
-        ApiKey::FindCoordinator => vec![
-            R::FindCoordinator(
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")]),
-            ),
-            R::FindCoordinator(FindCoordinatorRequest::default().with_key(s("g"))),
-            R::FindCoordinator(
-                FindCoordinatorRequest::default()
-                    .with_key_type(1)
-                    .with_key(s("x")),
-            ),
-        ],
-        ApiKey::DescribeGroups => vec![R::DescribeGroups(
-            DescribeGroupsRequest::default().with_groups(vec![group()]),
-        )],
-        ApiKey::DeleteGroups => vec![R::DeleteGroups(
-            DeleteGroupsRequest::default().with_groups_names(vec![group()]),
-        )],
-        ApiKey::CreateTopics => vec![R::CreateTopics(CreateTopicsRequest::default().with_topics(
-            vec![
-                create_topics_request::CreatableTopic::default()
-                    .with_name(topic())
-                    .with_num_partitions(1)
-                    .with_replication_factor(1),
-            ],
-        ))],
-        ApiKey::DeleteTopics => vec![
-            R::DeleteTopics(DeleteTopicsRequest::default().with_topics(vec![
-                delete_topics_request::DeleteTopicState::default().with_name(Some(topic())),
-            ])),
-            R::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(vec![topic()])),
-        ],
-        ApiKey::DeleteRecords => vec![R::DeleteRecords(
-            DeleteRecordsRequest::default().with_topics(vec![
-                delete_records_request::DeleteRecordsTopic::default()
-                    .with_name(topic())
-                    .with_partitions(vec![Default::default()]),
-            ]),
-        )],
-        ApiKey::InitProducerId => vec![R::InitProducerId(
-            InitProducerIdRequest::default()
-                .with_transactional_id(Some(txn()))
-                .with_transaction_timeout_ms(60_000),
-        )],
-        ApiKey::OffsetForLeaderEpoch => vec![R::OffsetForLeaderEpoch(
-            OffsetForLeaderEpochRequest::default().with_topics(vec![
-                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
-                    .with_topic(topic())
-                    .with_partitions(vec![Default::default()]),
-            ]),
-        )],
-        ApiKey::AddPartitionsToTxn => {
-            let topics = vec![
-                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
-                    .with_name(topic())
-                    .with_partitions(vec![0]),
-            ];
-            vec![
-                R::AddPartitionsToTxn(AddPartitionsToTxnRequest::default().with_transactions(
-                    vec![
-                        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
-                            .with_transactional_id(txn())
-                            .with_topics(topics.clone()),
-                    ],
-                )),
-                R::AddPartitionsToTxn(
-                    AddPartitionsToTxnRequest::default()
-                        .with_v3_and_below_transactional_id(txn())
-                        .with_v3_and_below_topics(topics),
-                ),
-            ]
-        }
-        ApiKey::AddOffsetsToTxn => vec![R::AddOffsetsToTxn(
-            AddOffsetsToTxnRequest::default()
-                .with_transactional_id(txn())
-                .with_group_id(group()),
-        )],
-        ApiKey::EndTxn => vec![R::EndTxn(
-            EndTxnRequest::default().with_transactional_id(txn()),
-        )],
-        ApiKey::TxnOffsetCommit => vec![R::TxnOffsetCommit(
-            TxnOffsetCommitRequest::default()
-                .with_transactional_id(txn())
-                .with_group_id(group())
-                .with_topics(vec![
-                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                        .with_name(topic())
-                        .with_partitions(vec![Default::default()]),
-                ]),
-        )],
-        ApiKey::DescribeConfigs => vec![R::DescribeConfigs(
-            DescribeConfigsRequest::default().with_resources(vec![
-                describe_configs_request::DescribeConfigsResource::default()
-                    .with_resource_type(2)
-                    .with_resource_name(s("t")),
-            ]),
-        )],
-        ApiKey::AlterConfigs => vec![R::AlterConfigs(
-            AlterConfigsRequest::default().with_resources(vec![
-                alter_configs_request::AlterConfigsResource::default()
-                    .with_resource_type(2)
-                    .with_resource_name(s("t")),
-            ]),
-        )],
-        ApiKey::IncrementalAlterConfigs => vec![R::IncrementalAlterConfigs(
-            IncrementalAlterConfigsRequest::default().with_resources(vec![
-                incremental_alter_configs_request::AlterConfigsResource::default()
-                    .with_resource_type(2)
-                    .with_resource_name(s("t")),
-            ]),
-        )],
-        ApiKey::CreatePartitions => vec![R::CreatePartitions(
-            CreatePartitionsRequest::default().with_topics(vec![
-                create_partitions_request::CreatePartitionsTopic::default()
-                    .with_name(topic())
-                    .with_count(2),
-            ]),
-        )],
-        ApiKey::OffsetDelete => vec![R::OffsetDelete(
-            OffsetDeleteRequest::default()
-                .with_group_id(group())
-                .with_topics(vec![
-                    offset_delete_request::OffsetDeleteRequestTopic::default()
-                        .with_name(topic())
-                        .with_partitions(vec![Default::default()]),
-                ]),
-        )],
-        ApiKey::DescribeProducers => vec![R::DescribeProducers(
-            DescribeProducersRequest::default().with_topics(vec![
-                describe_producers_request::TopicRequest::default()
-                    .with_name(topic())
-                    .with_partition_indexes(vec![0]),
-            ]),
-        )],
-        ApiKey::DescribeTransactions => vec![R::DescribeTransactions(
-            DescribeTransactionsRequest::default().with_transactional_ids(vec![txn()]),
-        )],
-        ApiKey::ConsumerGroupDescribe => vec![R::ConsumerGroupDescribe(
-            ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()]),
-        )],
-        ApiKey::DescribeTopicPartitions => vec![R::DescribeTopicPartitions(
-            DescribeTopicPartitionsRequest::default().with_topics(vec![
-                describe_topic_partitions_request::TopicRequest::default().with_name(topic()),
-            ]),
-        )],
-        _ => Vec::new(),
-    };
-    if let Some(d) = default_request(key) {
-        v.push(d);
-    }
-    v
+        _ => return None,
+    })
 }
 
 /// The default request of `key`, for the requests [`forms`] fills in
