@@ -175,10 +175,13 @@ def create_topic(bootstrap, topic, partitions):
 
 
 def ck_produce(bootstrap, topic, numbers, partitions):
-    """Produces message `i` (value "i") to partition i % partitions."""
+    """Produces message `i` (value "i") to partition i % partitions, once
+    each: idempotent, so that a batch librdkafka sends again (its answer
+    came after request.timeout.ms, as an fsync on a busy CI disk can take)
+    is not written twice. The tests count offsets."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     failed = []
 
     def report(err, msg):
