@@ -12,7 +12,8 @@ kind. A failing round stops the campaign and prints how to replay it.
     bash ci/realnfs/run campaign [--seed S] [--rounds N] [--kinds K,..]
                                  [--round I] [--lease S] [--grace S]
                                  [--max-secs S] [--budget-minutes M]
-                                 [--judge-failover]
+                                 [--from-round I] [--judge-failover]
+    python3 ci/realnfs/campaign.py --combine SITTING.json ...
 
 `--rounds N` is N rounds of every kind (the schedule shuffles them);
 `--round I` replays round I of the schedule alone on a fresh cluster;
@@ -21,7 +22,14 @@ kind. A failing round stops the campaign and prints how to replay it.
 lasts (CI's short campaign);
 `--budget-minutes M` starts no round after M minutes and goes on to the
 final checks (a long run cut to the time there is; the table says how
-many rounds of each kind ran);
+many rounds of each kind ran, and the round to go on from);
+`--from-round I` runs the schedule from round I on (a long run in
+sittings: each sitting boots a fresh cluster, runs what its budget
+allows, ends with the final checks and `kaas fsck`, and records its
+rounds in `target/realnfs/campaign-s<seed>-from<I>.json`);
+`--combine` checks that sittings' records are one schedule (same seed,
+rounds, kinds and fault caps; every round once, none missing from the
+first to the last) and prints one table for them all;
 `--judge-failover` fails a kill -9 or power loss after which every
 partition was led by another broker only later than the broker session
 timeout + 5 s (the promise of the README; judged only where the campaign
@@ -271,8 +279,12 @@ def main():
     a.add_argument("--grace", type=int)
     a.add_argument("--max-secs", type=int)
     a.add_argument("--budget-minutes", type=float)
+    a.add_argument("--from-round", type=int, default=0)
     a.add_argument("--judge-failover", action="store_true")
+    a.add_argument("--combine", nargs="+", metavar="SITTING.json")
     args = a.parse_args()
+    if args.combine:
+        sys.exit(combine(args.combine))
     # `kill -USR1` shows where every thread waits.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     kinds = args.kinds.split(",")
@@ -282,6 +294,8 @@ def main():
     plan = list(enumerate(schedule(args.seed, args.rounds, kinds, args.max_secs)))
     if args.round is not None:
         plan = [plan[args.round]]
+    else:
+        plan = plan[args.from_round:]
     cluster = Cluster(ROOT, lease=args.lease, grace=args.grace)
     rows, failed = [], None
     began = time.monotonic()
@@ -356,8 +370,22 @@ def main():
             log(f"fstat ESTALE after an open, stat by path healed={healed}: {n}")
     finally:
         cluster.down()
+    record = {"seed": args.seed, "rounds_per_kind": args.rounds, "kinds": kinds,
+              "max_secs": args.max_secs, "lease": args.lease, "grace": args.grace,
+              "judged": args.judge_failover, "scheduled": len(schedule(args.seed, args.rounds, kinds)),
+              "from_round": args.from_round if args.round is None else args.round,
+              "final_problems": final, "rounds": rows}
     with open(os.path.join(cluster.work, "campaign.json"), "w") as f:
-        json.dump({"seed": args.seed, "rounds": rows}, f, indent=1)
+        json.dump(record, f, indent=1)
+    if args.round is None and args.from_round:
+        sitting = os.path.join(cluster.work, f"campaign-s{args.seed}-from{args.from_round}.json")
+    elif args.round is None:
+        sitting = os.path.join(cluster.work, f"campaign-s{args.seed}-from0.json")
+    else:
+        sitting = None
+    if sitting:
+        with open(sitting, "w") as f:
+            json.dump(record, f, indent=1)
     complete = [r for r in rows if "idem" in r]
     print(f"\nreal-NFS campaign, seed {args.seed}: {len(rows)} rounds in "
           f"{time.monotonic() - began:.0f} s (logs in {cluster.logs})\n")
@@ -372,8 +400,42 @@ def main():
               + (f" --max-secs {args.max_secs}" if args.max_secs else "")
               + (f" --grace {args.grace}" if args.grace else "")
               + (f" --lease {args.lease}" if args.lease else ""))
+    if sitting and failed is None and rows and rows[-1]["round"] + 1 < record["scheduled"]:
+        print(f"\nthis sitting's rounds are in {sitting}; go on with: bash ci/realnfs/run campaign "
+              f"{' '.join(sys.argv[1:])} --from-round {rows[-1]['round'] + 1}"
+              f"\nand combine the sittings: python3 ci/realnfs/campaign.py --combine "
+              f"{os.path.dirname(sitting)}/campaign-s{args.seed}-from*.json")
     if failed is not None or final:
         sys.exit(1)
+
+
+def combine(paths):
+    """One table for the sittings of one long run; an error message if
+    they are not one schedule run through once."""
+    sittings = [json.load(open(p)) for p in paths]
+    same = ("seed", "rounds_per_kind", "kinds", "max_secs", "lease", "grace", "judged")
+    first = sittings[0]
+    for p, s in zip(paths, sittings):
+        other = [k for k in same if s.get(k) != first.get(k)]
+        if other:
+            return f"{p} is not of the same schedule as {paths[0]}: {other} differ"
+        if s.get("final_problems"):
+            return f"{p}: its final checks failed: {s['final_problems'][:5]}"
+    rows = sorted((r for s in sittings for r in s["rounds"]), key=lambda r: r["round"])
+    numbers = [r["round"] for r in rows]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))) or numbers[0] != 0:
+        return f"the sittings do not run rounds 0..{numbers[-1]} once each: {numbers}"
+    failed = [r["round"] for r in rows if r["problems"]]
+    if failed:
+        return f"rounds {failed} failed"
+    slow = [r["round"] for r in rows if first["judged"] and r["kind"] in JUDGED
+            and r.get("led", 0) > FAILOVER_BOUND]
+    if slow:
+        return f"rounds {slow} failed over later than {FAILOVER_BOUND} s"
+    print(f"real-NFS campaign, seed {first['seed']}: rounds 0..{numbers[-1]} of "
+          f"{first['scheduled']} in {len(sittings)} sittings ({', '.join(paths)})\n")
+    print(table([r for r in rows if "idem" in r]))
+    return None
 
 
 if __name__ == "__main__":
