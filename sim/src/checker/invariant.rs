@@ -48,6 +48,7 @@ invariants! {
     CompactionUnfinished = "compaction-unfinished": "Once faults heal and writes stop, the leader's compaction passes leave each key of a compacted topic once in its log within the liveness phase.",
     MissingSegment = "missing-segment": "The newest manifest of a partition names only segment files that are on the volume.",
     UndurableManifest = "undurable-manifest": "A manifest vouches only for bytes the NFS server has committed: sealed segments to their end, the active one to its checkpoint.",
+    UndurablePublication = "undurable-publication": "A rename makes a name visible only once every byte it shows (the file, or each file in a directory renamed into place) is committed at the NFS server: the contract's first rule, for every file it publishes (tombstones of deletions aside).",
     EpochGap = "epoch-gap": "Every leader epoch up to a partition's newest manifest has a claim file, so an old leader's fence check is complete.",
     OneController = "one-controller": "A controller epoch's assignment is written only by the broker that won that epoch's claim.",
     ProducerIdReused = "producer-id-reused": "InitProducerId never hands out one producer id twice.",

@@ -20,6 +20,7 @@ pub mod failover;
 mod groups;
 mod invariant;
 mod last_acked;
+pub mod publications;
 mod quotas;
 mod reads;
 mod reassignments;

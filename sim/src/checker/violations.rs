@@ -25,12 +25,17 @@ impl Violations {
 
     /// One more check of `invariant`.
     pub fn checked(&self, invariant: Invariant) {
+        self.checked_times(invariant, 1);
+    }
+
+    /// `n` more checks of `invariant`.
+    pub fn checked_times(&self, invariant: Invariant, n: usize) {
         *self
             .checked
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(invariant)
-            .or_default() += 1;
+            .or_default() += n;
     }
 
     pub fn checks(&self) -> BTreeMap<Invariant, usize> {

@@ -159,6 +159,9 @@ pub async fn simulate(opts: Options, crash_hook: bool) -> Report {
     // After the leftovers were looked at: the brokers keep working while
     // it reads.
     found.extend(liveness::fsck(&cluster, &converged.reader).await);
+    let (audited, undurable) = checker::publications::check(&cluster.nfs);
+    violations.checked_times(Invariant::UndurablePublication, audited as usize);
+    found.extend(undurable);
     report(
         &opts,
         &cluster,

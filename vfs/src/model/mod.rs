@@ -14,6 +14,7 @@
 //! Everything lives in one [`ModelNfs`] value: two simulations never share
 //! anything.
 
+mod audit;
 mod config;
 mod delegations;
 mod errno;
@@ -29,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use audit::Publication;
 pub use config::{Faults, NfsConfig};
 pub use stats::FaultStats;
 
@@ -161,6 +163,14 @@ impl ModelNfs {
     /// checkers: no host sees this.
     pub fn stable_len(&self, path: &str) -> Option<u64> {
         self.lock().server.stable_len(path)
+    }
+
+    /// The durability audit (`audit.rs`): every rename that made a file
+    /// visible while some of its bytes were not committed at the server,
+    /// and how many renames were audited. For checkers: no host sees this.
+    pub fn publications(&self) -> (u64, Vec<Publication>) {
+        let w = self.lock();
+        (w.audit.audited, w.audit.undurable.clone())
     }
 
     pub fn stats(&self) -> FaultStats {

@@ -444,6 +444,57 @@ impl Server {
         Some(f.stable_len.min(f.data.len() as u64))
     }
 
+    /// Every file at or below `fh` (its path relative to `fh`, empty for
+    /// `fh` itself) whose bytes are not all committed: written since the
+    /// last COMMIT, or held unsent in some host's cache (`unsent`).
+    pub(crate) fn uncommitted_under(
+        &self,
+        fh: Fh,
+        unsent: &std::collections::BTreeSet<u64>,
+    ) -> Vec<super::audit::Uncommitted> {
+        let mut out = Vec::new();
+        self.uncommitted_into(fh, String::new(), unsent, &mut out);
+        out
+    }
+
+    fn uncommitted_into(
+        &self,
+        fh: Fh,
+        rel: String,
+        unsent: &std::collections::BTreeSet<u64>,
+        out: &mut Vec<super::audit::Uncommitted>,
+    ) {
+        match self.inode(fh).map(|i| &i.body) {
+            Ok(Body::File(f)) => {
+                let len = f.data.len() as u64;
+                let committed = f.stable_len.min(len);
+                let held = unsent.contains(&fh.id);
+                if !f.unstable.is_empty() || committed < len || held {
+                    let committed = if f.unstable.is_empty() {
+                        committed
+                    } else {
+                        // A restart restores pre-images from the first
+                        // page written since the last COMMIT on.
+                        let first = f.unstable.keys().next().copied().unwrap_or(0);
+                        committed.min(first * PAGE as u64)
+                    };
+                    out.push((rel, committed, len, held));
+                }
+            }
+            Ok(Body::Dir(entries)) => {
+                for (name, &child) in entries {
+                    let path = if rel.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{rel}/{name}")
+                    };
+                    self.uncommitted_into(child, path, unsent, out);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Every name on the server, depth first, as `(path, kind, size)`.
     pub fn walk(&self) -> Vec<(String, FileKind, u64)> {
         let mut out = Vec::new();
@@ -499,5 +550,38 @@ impl Server {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn what_is_uncommitted_is_what_a_restart_would_change() {
+        let mut s = Server::new(false, None);
+        let (fh, _) = s.create(ROOT, "f", true).unwrap();
+        s.write(fh, 0, &[1; 10_000]).unwrap();
+        let none = BTreeSet::new();
+        assert_eq!(
+            s.uncommitted_under(fh, &none),
+            [(String::new(), 0, 10_000, false)]
+        );
+        s.commit(fh).unwrap();
+        assert!(s.uncommitted_under(ROOT, &none).is_empty());
+        s.write(fh, 5_000, b"changed").unwrap();
+        assert_eq!(
+            s.uncommitted_under(ROOT, &none),
+            [("f".to_owned(), PAGE as u64, 10_000, false)],
+            "a restart puts back page 1's pre-image"
+        );
+        s.commit(fh).unwrap();
+        assert_eq!(
+            s.uncommitted_under(ROOT, &BTreeSet::from([fh.id])),
+            [("f".to_owned(), 10_000, 10_000, true)],
+            "pages still in a host's cache"
+        );
     }
 }

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
+use super::audit::Audit;
 use super::config::NfsConfig;
 use super::delegations::Delegations;
 use super::errno::Errno;
@@ -39,6 +40,8 @@ pub(crate) struct World {
     /// Hosts open files with O_DIRECT, and so ask for no delegation (what
     /// kaas does on NFS; `ModelNfs::set_direct_io`).
     pub direct_io: bool,
+    /// What renames made visible before it was committed.
+    pub audit: Audit,
 }
 
 /// What a fault does to one server call.
@@ -55,6 +58,8 @@ pub(crate) struct RenamePlan {
     from: String,
     to_dir: Fh,
     to: String,
+    /// The path `to` names, for the durability audit.
+    to_path: String,
     source: Fh,
     pub two_step: bool,
 }
@@ -102,6 +107,7 @@ impl World {
             delegations: Delegations::default(),
             stalled: BTreeMap::new(),
             direct_io: true,
+            audit: Audit::default(),
         }
     }
 
@@ -508,6 +514,7 @@ impl World {
             from: from_name.to_owned(),
             to_dir,
             to: to_name.to_owned(),
+            to_path: split(to).join("/"),
             source,
             two_step: false,
         };
@@ -529,9 +536,19 @@ impl World {
 
     pub(crate) fn rename_finish(&mut self, h: u32, plan: &RenamePlan) -> R<()> {
         let dirs = [plan.from_dir, plan.to_dir];
-        let (from_wcc, to_wcc) = self.dir_call(h, &dirs, Some(Errno::NoEnt), |s| {
-            s.rename(plan.from_dir, &plan.from, plan.to_dir, &plan.to)
-        })?;
+        let unsent = Audit::unsent(&self.hosts);
+        let mut published = None;
+        let renamed = self.dir_call(h, &dirs, Some(Errno::NoEnt), |s| {
+            let wcc = s.rename(plan.from_dir, &plan.from, plan.to_dir, &plan.to)?;
+            published = Some(s.uncommitted_under(plan.source, &unsent));
+            Ok(wcc)
+        });
+        // Audited whether or not the reply came back: the name is visible.
+        if let Some(found) = published {
+            let at = self.epoch.elapsed();
+            self.audit.published((h, &plan.to_path), found, at);
+        }
+        let (from_wcc, to_wcc) = renamed?;
         self.note_dir_change(h, plan.from_dir, from_wcc);
         if plan.to_dir != plan.from_dir {
             self.note_dir_change(h, plan.to_dir, to_wcc);
