@@ -1,7 +1,8 @@
-//! A group as a new coordinator would load it from the volume, read with
-//! fresh opens only: what the simulator's observer holds against the
-//! commits it saw acknowledged (an acknowledged commit must be in the file
-//! a successor loads, however the coordinator that took it died).
+//! A group, or a transactional id, as a new coordinator would load it
+//! from the volume, read with fresh opens only: what the simulator's
+//! observer holds against what it saw acknowledged (an acknowledged commit
+//! or InitProducerId must be in the file a successor loads, however the
+//! coordinator that took it died).
 
 use std::io;
 
@@ -9,25 +10,41 @@ use vfs::Vfs;
 
 use super::store::{self, GroupRecord};
 use crate::log::audit::newest_claimed_epoch;
+use crate::slot_files::{self, SlotRecord};
+use crate::txn_store::record::TxnRecord;
 
-/// What a new coordinator of `group_id`'s slot would load now. An error
-/// when the volume said no, or when the slot moved to a newer epoch during
-/// the read (its files may have changed under it).
+/// What a new coordinator of a key's slot would load now. An error when
+/// the volume said no, or when the slot moved to a newer epoch during the
+/// read (its files may have changed under it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SuccessorView {
+pub struct SuccessorView<T = GroupRecord> {
     /// The slot's newest claimed coordinator epoch.
     pub newest_epoch: u32,
-    /// The newest file of the group up to that epoch, as [`store::load`]
-    /// finds it, and the epoch it belongs to; `None` when the group has
-    /// no file.
-    pub record: Option<(GroupRecord, u32)>,
+    /// The newest file of the key up to that epoch, as
+    /// `slot_files::load` finds it, and the epoch it belongs to; `None`
+    /// when the key has no file.
+    pub record: Option<(T, u32)>,
 }
 
+/// A consumer group as a new coordinator would load it.
 pub async fn successor_view(vfs: &dyn Vfs, group_id: &str) -> io::Result<SuccessorView> {
-    let slot = super::slot_of(group_id);
+    view(vfs, group_id).await
+}
+
+/// A transactional id as a new coordinator would load it when its
+/// producer's next InitProducerId or EndTxn arrives.
+pub async fn txn_successor_view(
+    vfs: &dyn Vfs,
+    transactional_id: &str,
+) -> io::Result<SuccessorView<TxnRecord>> {
+    view(vfs, transactional_id).await
+}
+
+async fn view<T: SlotRecord>(vfs: &dyn Vfs, key: &str) -> io::Result<SuccessorView<T>> {
+    let slot = super::slot_of(key);
     let dir = store::slot_dir(slot);
     let newest_epoch = newest_claimed_epoch(vfs, &dir, &[]).await?;
-    let record = store::load(vfs, slot, group_id, newest_epoch).await?;
+    let record = slot_files::load::<T>(vfs, slot, key, newest_epoch).await?;
     // A newer coordinator that claimed meanwhile may have written its file
     // and removed the one this read was looking for: no view then.
     if newest_claimed_epoch(vfs, &dir, &[]).await? != newest_epoch {

@@ -27,6 +27,7 @@ mod reassignments;
 mod requests;
 mod topics;
 mod trim;
+mod txn_files;
 mod txns;
 mod violations;
 mod writes;
@@ -54,6 +55,7 @@ pub fn check(events: &[(Duration, Event)], logs: &FinalLogs) -> Vec<String> {
     trim::check(events, &mut out);
     compaction::check(events, &mut out);
     txns::check(events, &mut out);
+    txn_files::check(events, &mut out);
     acls::check(events, &mut out);
     reassignments::check(events, &mut out);
     quotas::check(events, &mut out);
@@ -368,6 +370,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             Event::Poll { .. } => &[I::InconsistentOffsets, I::NonmonotonicPoll, I::PollSkip],
             Event::Committed { .. } => &[I::CommittedOffsetRegression],
             Event::GroupOnVolume { .. } => &[I::CommitNotDurable],
+            Event::TxnOnVolume { .. } => &[I::TxnStateNotDurable],
             Event::Assigned { .. } => &[I::GroupExclusivity],
             Event::Holds { partitions, .. } if !partitions.is_empty() => &[I::ConsumerGroupOverlap],
             Event::HoldersOnVolume { .. } => &[I::HoldingNotDurable],
@@ -392,9 +395,9 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
                 outcome: Outcome::Acked { .. },
                 ..
             } => &[I::LostCommit],
-            Event::TxnBumpFenced { own: true, .. } | Event::TxnInit { from: Some(_), .. } => {
-                &[I::SpuriousFence]
-            }
+            Event::TxnBumpFenced { own: true, .. } => &[I::SpuriousFence],
+            Event::TxnInit { from: Some(_), .. } => &[I::SpuriousFence, I::TxnStateNotDurable],
+            Event::TxnInit { .. } => &[I::TxnStateNotDurable],
             Event::TxnEnd { commit: true, .. } => &[I::TornTransaction, I::FencedWrite],
             Event::TxnEnd { .. } => &[I::TornTransaction],
             Event::TxnFinal { .. } => &[I::AbortedRead, I::Liveness],

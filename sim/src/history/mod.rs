@@ -243,6 +243,17 @@ pub enum Event {
         commit: bool,
         outcome: Outcome,
     },
+    /// A transactional id as a new coordinator would load it, read by the
+    /// observer from `sent` on: the producer its file holds (`None`: no
+    /// file), the coordinator epoch of that file and the slot's newest
+    /// claimed epoch.
+    TxnOnVolume {
+        transactional_id: String,
+        sent: Duration,
+        producer: Option<(i64, i16)>,
+        file_epoch: Option<u32>,
+        newest_epoch: u32,
+    },
     /// A transactional producer's InitProducerId answer.
     TxnInit {
         client: String,

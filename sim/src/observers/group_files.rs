@@ -1,5 +1,6 @@
 //! The observer's look at the committer's group (and the consumer-protocol
-//! group's holders) on the volume, as a new
+//! group's holders, and the transactors' transactional ids) on the volume,
+//! as a new
 //! coordinator would load it (`broker::groups::audit`), every [`EVERY`]
 //! for the whole run; the checker holds each look against the commits
 //! acknowledged before it began (commit-not-durable). A commit a deposed
@@ -17,6 +18,7 @@ use vfs::Vfs;
 use broker::groups::audit::SuccessorView;
 
 use crate::actors::next_members::NEXT_GROUP;
+use crate::actors::transactor::TXN_IDS;
 use crate::history::{Event, History};
 use crate::workload::{COMMITTER_GROUP, PARTITIONS, TOPIC};
 
@@ -74,6 +76,36 @@ pub(crate) async fn watch_holders(vfs: Arc<dyn Vfs>, history: History, start: In
         Event::HoldersOnVolume { sent, holders }
     })
     .await
+}
+
+/// The transactors' transactional ids as a new coordinator would load
+/// them (txn-state-not-durable): the producer each file holds.
+pub(crate) async fn watch_txns(vfs: Arc<dyn Vfs>, history: History, start: Instant) {
+    let mut interval = tokio::time::interval(EVERY);
+    loop {
+        interval.tick().await;
+        for id in TXN_IDS {
+            let sent = start.elapsed();
+            // EIO and friends: the volume said no this time.
+            let Ok(found) = broker::groups::audit::txn_successor_view(vfs.as_ref(), id).await
+            else {
+                continue;
+            };
+            history.record(
+                start.elapsed(),
+                Event::TxnOnVolume {
+                    transactional_id: (*id).to_owned(),
+                    sent,
+                    producer: found
+                        .record
+                        .as_ref()
+                        .map(|(r, _)| (r.producer_id, r.producer_epoch)),
+                    file_epoch: found.record.as_ref().map(|(_, e)| *e),
+                    newest_epoch: found.newest_epoch,
+                },
+            );
+        }
+    }
 }
 
 /// Reads `group` as a successor would every [`EVERY`] and records what

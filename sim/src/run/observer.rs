@@ -283,6 +283,13 @@ pub(crate) fn start_watchers(
             cluster.start,
         ));
     }
+    if cast.has("transactors") {
+        node.spawn(crate::observers::group_files::watch_txns(
+            volume(),
+            history.clone(),
+            cluster.start,
+        ));
+    }
     if cast.has("trimmer") {
         node.spawn(crate::observers::manifests::watch(
             volume(),

@@ -80,11 +80,14 @@ pub const EXCLUSIVE_ID: &str = "sim-txn-b";
 /// its own otherwise.
 fn pick_id(index: u32) -> &'static str {
     if index == 0 || madsim::rand::thread_rng().gen_ratio(1, 4) {
-        "sim-txn"
+        TXN_IDS[0]
     } else {
         EXCLUSIVE_ID
     }
 }
+
+/// Every transactional id the transactors use.
+pub const TXN_IDS: &[&str] = &["sim-txn", EXCLUSIVE_ID];
 
 /// A transactional producer as the coordinator knows it.
 pub(crate) struct Txp {
