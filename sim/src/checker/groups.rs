@@ -1,5 +1,5 @@
 //! Consumer groups (committed-offset-regression, commit-not-durable,
-//! consumer-group-overlap, holding-not-durable).
+//! served-not-durable, consumer-group-overlap, holding-not-durable).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,10 +15,13 @@ impl<'a> Judge<'a> {
         &mut self,
         t: &Duration,
         sent: &Duration,
-        group: &str,
+        group: &'a str,
         partition: i32,
         offset: i64,
     ) {
+        if offset >= 0 {
+            self.served.insert((group, partition), (*t, *sent, offset));
+        }
         if let Some((when, acked)) = self.regressed(group, partition, sent, offset) {
             self.violate(Invariant::CommittedOffsetRegression, format!(
                 "group {group} partition {partition}: offset {acked} was committed at {}, OffsetFetch sent at {} returned {offset} at {}",
@@ -39,7 +42,7 @@ impl<'a> Judge<'a> {
         &mut self,
         t: &Duration,
         sent: &Duration,
-        group: &str,
+        group: &'a str,
         offsets: &[(i32, i64)],
         (file_epoch, newest_epoch): (Option<u32>, u32),
     ) {
@@ -57,6 +60,45 @@ impl<'a> Judge<'a> {
                     }
                 ));
             }
+            self.served_on_volume(t, sent, group, (*partition, *offset), file_epoch);
+        }
+    }
+
+    /// served-not-durable: the newest offset an OffsetFetch returned before
+    /// the look began is in the file, or a commit of what the file has
+    /// came after that OffsetFetch was sent (a lower commit is legal), or
+    /// may still land (no answer). A coordinator that keeps a commit in
+    /// memory after its write failed answers it until it dies, and its
+    /// successor loads the older offset: the consumer goes back.
+    fn served_on_volume(
+        &mut self,
+        t: &Duration,
+        look: &Duration,
+        group: &'a str,
+        (partition, on_file): (i32, i64),
+        file_epoch: Option<u32>,
+    ) {
+        let key = (group, partition);
+        let Some(&(answered, sent, offset)) = self.served.get(&key) else {
+            return;
+        };
+        if answered >= *look || offset <= on_file {
+            return;
+        }
+        let excused = self
+            .attempts
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .any(|(at, o, acked)| *o == on_file && (!acked || *at >= sent));
+        if !excused {
+            self.violate(Invariant::ServedNotDurable, format!(
+                "group {group} partition {partition}: OffsetFetch sent at {} returned {offset} at {}, and the file a new coordinator would load, read from {} to {}, has {on_file} (epoch {file_epoch:?}); no commit of {on_file} came after",
+                at(&sent),
+                at(&answered),
+                at(look),
+                at(t)
+            ));
         }
     }
 

@@ -34,6 +34,7 @@ invariants! {
     EpochRegression = "epoch-regression": "A broker never answers an older leader epoch of a partition than it answered before.",
     CommittedOffsetRegression = "committed-offset-regression": "OffsetFetch never returns less than an acknowledged commit.",
     CommitNotDurable = "commit-not-durable": "Every acknowledged commit is in the group file a new coordinator would load.",
+    ServedNotDurable = "served-not-durable": "An offset an OffsetFetch returned is in the file a new coordinator would load from then on, unless a commit of the offset found there came after it: a coordinator serves no commit it failed to store.",
     TxnStateNotDurable = "txn-state-not-durable": "The file a new coordinator would load for a transactional id holds the producer id of every InitProducerId answered before it was read, at that answer's epoch or a newer one: no coordinator forgets or rolls back a producer it handed out.",
     GroupExclusivity = "group-exclusivity": "One member owns a partition in a generation.",
     HoldingNotDurable = "holding-not-durable": "A partition a consumer-protocol member holds since before the observer began to read is that member's in the group file a new coordinator would load.",

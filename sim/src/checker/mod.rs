@@ -145,6 +145,10 @@ struct Judge<'a> {
     /// Acknowledged commits per (group, partition), in answer order.
     committed: BTreeMap<(&'a str, i32), Vec<(Duration, i64)>>,
     in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
+    /// Every commit's answer (or giving up): when, offset, acknowledged.
+    attempts: BTreeMap<(&'a str, i32), Vec<(Duration, i64, bool)>>,
+    /// The newest OffsetFetch answer: answered, sent, offset.
+    served: BTreeMap<(&'a str, i32), (Duration, Duration, i64)>,
     owners: BTreeMap<(i32, i32), &'a str>,
     /// What each consumer-protocol member holds (each partition with the
     /// time it has held it since), and until when.
@@ -168,6 +172,8 @@ impl<'a> Judge<'a> {
             seen_at: BTreeMap::new(),
             committed: BTreeMap::new(),
             in_doubt: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            served: BTreeMap::new(),
             owners: BTreeMap::new(),
             holders: BTreeMap::new(),
             epochs: BTreeMap::new(),
@@ -288,6 +294,10 @@ impl<'a> Judge<'a> {
     }
 
     fn commit(&mut self, t: &Duration, group: &'a str, partition: i32, offset: i64, acked: bool) {
+        self.attempts
+            .entry((group, partition))
+            .or_default()
+            .push((*t, offset, acked));
         if acked {
             self.committed
                 .entry((group, partition))
@@ -369,7 +379,7 @@ pub fn counts(events: &[(Duration, Event)], logs: &FinalLogs) -> BTreeMap<Invari
             }
             Event::Poll { .. } => &[I::InconsistentOffsets, I::NonmonotonicPoll, I::PollSkip],
             Event::Committed { .. } => &[I::CommittedOffsetRegression],
-            Event::GroupOnVolume { .. } => &[I::CommitNotDurable],
+            Event::GroupOnVolume { .. } => &[I::CommitNotDurable, I::ServedNotDurable],
             Event::TxnOnVolume { .. } => &[I::TxnStateNotDurable],
             Event::Assigned { .. } => &[I::GroupExclusivity],
             Event::Holds { partitions, .. } if !partitions.is_empty() => &[I::ConsumerGroupOverlap],

@@ -499,3 +499,112 @@ fn a_quiet_history_breaks_nothing() {
     let clean = check(&quiet, &clean_log);
     assert!(clean.is_empty(), "{clean:?}");
 }
+
+/// An OffsetFetch of group `g` partition 0 sent at `sent` ms and answered
+/// 10 ms later with `offset`.
+fn served(sent: u64, offset: i64) -> (Duration, Event) {
+    (
+        Duration::from_millis(sent + 10),
+        Event::Committed {
+            group: "g".into(),
+            partition: 0,
+            offset,
+            sent: Duration::from_millis(sent),
+        },
+    )
+}
+
+fn group_file(sent: u64, offset: i64) -> (Duration, Event) {
+    (
+        Duration::from_millis(sent + 10),
+        Event::GroupOnVolume {
+            group: "g".into(),
+            sent: Duration::from_millis(sent),
+            offsets: vec![(0, offset)],
+            file_epoch: Some(1),
+            newest_epoch: 1,
+        },
+    )
+}
+
+#[test]
+fn an_offset_served_must_be_in_the_file_unless_a_lower_commit_came_after() {
+    let l = logs(&[(0, &[(0, "a", 1)])]);
+    // A commit of 9 failed (an error to its client), yet OffsetFetch
+    // returned 9: the coordinator kept it in memory.
+    let kept = vec![
+        commit(1_000, 5, true),
+        commit(2_000, 9, false),
+        served(2_100, 9),
+        group_file(2_500, 5),
+    ];
+    assert_eq!(names(&check(&kept, &l)), ["served-not-durable"]);
+    // Read before the answer came: the file may be behind.
+    let early = vec![
+        commit(1_000, 5, true),
+        group_file(1_950, 5),
+        served(2_000, 9),
+    ];
+    assert!(check(&early, &l).is_empty());
+    // Another member committed 5 after the fetch was sent (a lower
+    // commit is legal), or a commit of 5 is still in doubt.
+    for acked in [true, false] {
+        let lower = vec![
+            commit(1_000, 9, true),
+            served(1_100, 9),
+            commit(1_200, 5, acked),
+            group_file(1_500, 5),
+        ];
+        assert!(check(&lower, &l).is_empty(), "{acked}");
+    }
+}
+
+fn txn_init(ms: u64, producer: (i64, i16)) -> (Duration, Event) {
+    (
+        Duration::from_millis(ms),
+        Event::TxnInit {
+            client: "transactor-0".into(),
+            transactional_id: "t".into(),
+            from: None,
+            producer,
+        },
+    )
+}
+
+fn txn_file(sent: u64, producer: Option<(i64, i16)>) -> (Duration, Event) {
+    (
+        Duration::from_millis(sent + 10),
+        Event::TxnOnVolume {
+            transactional_id: "t".into(),
+            sent: Duration::from_millis(sent),
+            producer,
+            file_epoch: producer.map(|_| 1),
+            newest_epoch: 1,
+        },
+    )
+}
+
+#[test]
+fn a_transactional_id_file_holds_every_producer_handed_out_before_it_was_read() {
+    let l = logs(&[(0, &[(0, "a", 1)])]);
+    let kept = vec![
+        txn_init(1_000, (7, 2)),
+        txn_file(1_500, Some((7, 2))),
+        // Bumped since (a timed-out transaction aborted): newer is fine.
+        txn_file(2_000, Some((7, 3))),
+        // Read before the next answer came.
+        txn_file(2_500, Some((7, 3))),
+        txn_init(2_600, (7, 4)),
+    ];
+    assert!(check(&kept, &l).is_empty());
+    for lost in [None, Some((7, 1))] {
+        let events = vec![txn_init(1_000, (7, 2)), txn_file(1_500, lost)];
+        assert_eq!(
+            names(&check(&events, &l)),
+            ["txn-state-not-durable"],
+            "{lost:?}"
+        );
+    }
+    let forgotten = vec![txn_init(1_000, (7, 2)), txn_init(2_000, (8, 0))];
+    assert_eq!(names(&check(&forgotten, &l)), ["txn-state-not-durable"]);
+}
