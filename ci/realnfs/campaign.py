@@ -400,9 +400,15 @@ def main():
               + (f" --max-secs {args.max_secs}" if args.max_secs else "")
               + (f" --grace {args.grace}" if args.grace else "")
               + (f" --lease {args.lease}" if args.lease else ""))
-    if sitting and failed is None and rows and rows[-1]["round"] + 1 < record["scheduled"]:
+    go_on = rows[-1]["round"] + (0 if failed is not None else 1) if rows else None
+    if sitting and go_on is not None and go_on < record["scheduled"]:
         print(f"\nthis sitting's rounds are in {sitting}; go on with: bash ci/realnfs/run campaign "
-              f"{' '.join(sys.argv[1:])} --from-round {rows[-1]['round'] + 1}"
+              f"--seed {args.seed} --rounds {args.rounds} --kinds {args.kinds}"
+              + (f" --max-secs {args.max_secs}" if args.max_secs else "")
+              + (f" --grace {args.grace}" if args.grace else "")
+              + (f" --lease {args.lease}" if args.lease else "")
+              + (" --judge-failover" if args.judge_failover else "")
+              + f" --budget-minutes M --from-round {go_on}"
               f"\nand combine the sittings: python3 ci/realnfs/campaign.py --combine "
               f"{os.path.dirname(sitting)}/campaign-s{args.seed}-from*.json")
     if failed is not None or final:
@@ -411,32 +417,47 @@ def main():
 
 def combine(paths):
     """One table for the sittings of one long run; an error message if
-    they are not one schedule run through once."""
-    sittings = [json.load(open(p)) for p in paths]
+    they are not one schedule run through once, or if a round failed.
+    A sitting stopped by a round may be followed by one that starts at
+    that round (`--from-round`): both runs of it are listed, and the
+    table holds the later one."""
+    sittings = sorted(zip([json.load(open(p)) for p in paths], paths),
+                      key=lambda sp: sp[0]["from_round"])
     same = ("seed", "rounds_per_kind", "kinds", "max_secs", "lease", "grace", "judged")
-    first = sittings[0]
-    for p, s in zip(paths, sittings):
+    first = sittings[0][0]
+    for s, p in sittings:
         other = [k for k in same if s.get(k) != first.get(k)]
         if other:
-            return f"{p} is not of the same schedule as {paths[0]}: {other} differ"
+            return f"{p} is not of the same schedule as {sittings[0][1]}: {other} differ"
         if s.get("final_problems"):
             return f"{p}: its final checks failed: {s['final_problems'][:5]}"
-    rows = sorted((r for s in sittings for r in s["rounds"]), key=lambda r: r["round"])
-    numbers = [r["round"] for r in rows]
-    if numbers != list(range(numbers[0], numbers[0] + len(numbers))) or numbers[0] != 0:
+    rows, again = {}, []
+    for s, p in sittings:
+        for r in s["rounds"]:
+            before = rows.get(r["round"])
+            if before is not None:
+                if r["round"] != s["from_round"]:
+                    return f"round {r['round']} is in two sittings, and {p} does not start at it"
+                again.append((before, r))
+            rows[r["round"]] = r
+    numbers = sorted(rows)
+    if numbers != list(range(len(numbers))):
         return f"the sittings do not run rounds 0..{numbers[-1]} once each: {numbers}"
+    rows = [rows[n] for n in numbers]
+    print(f"real-NFS campaign, seed {first['seed']}: rounds 0..{numbers[-1]} of "
+          f"{first['scheduled']} in {len(sittings)} sittings "
+          f"({', '.join(p for _, p in sittings)})\n")
+    print(table([r for r in rows if "idem" in r]))
+    for before, after in again:
+        print(f"\nround {before['round']} ({before['kind']}) ran twice: every partition led "
+              f"again after {fmt(before.get('led'))} s in the sitting it stopped, "
+              f"{fmt(after.get('led'))} s when run again")
     failed = [r["round"] for r in rows if r["problems"]]
-    if failed:
-        return f"rounds {failed} failed"
     slow = [r["round"] for r in rows if first["judged"] and r["kind"] in JUDGED
             and r.get("led", 0) > FAILOVER_BOUND]
-    if slow:
-        return f"rounds {slow} failed over later than {FAILOVER_BOUND} s"
-    print(f"real-NFS campaign, seed {first['seed']}: rounds 0..{numbers[-1]} of "
-          f"{first['scheduled']} in {len(sittings)} sittings ({', '.join(paths)})\n")
-    print(table([r for r in rows if "idem" in r]))
+    if failed or slow:
+        return f"rounds {failed} failed, rounds {slow} failed over later than {FAILOVER_BOUND} s"
     return None
-
 
 if __name__ == "__main__":
     main()

@@ -24,10 +24,19 @@ pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
                 transactional_id,
                 producer,
                 ..
-            } => inits
-                .entry(transactional_id)
-                .or_default()
-                .push((*t, *producer)),
+            } => {
+                let answered = inits.entry(transactional_id).or_default();
+                // One producer id per transactional id for a whole run:
+                // a new one only once its epochs are spent (32,766 bumps).
+                if let Some((when, first)) = answered.iter().find(|(_, p)| p.0 != producer.0) {
+                    out.push(Invariant::TxnStateNotDurable.says(format!(
+                        "{transactional_id} was handed a new producer {producer:?} at {} although producer {first:?} was handed at {} and its epochs are far from spent: a coordinator forgot the id",
+                        at(t),
+                        at(when)
+                    )));
+                }
+                answered.push((*t, *producer));
+            }
             Event::TxnOnVolume {
                 transactional_id,
                 sent,
