@@ -128,6 +128,9 @@ impl<'a> FinalIndex<'a> {
     }
 }
 
+/// A commit's answer (or giving up): when, offset, acknowledged.
+type Attempt = (Duration, i64, bool);
+
 /// Per broker and partition: every answer's arrival, epoch and client.
 type Answers<'a> = Vec<(Duration, i32, &'a str)>;
 
@@ -146,7 +149,7 @@ struct Judge<'a> {
     committed: BTreeMap<(&'a str, i32), Vec<(Duration, i64)>>,
     in_doubt: BTreeMap<(&'a str, i32), BTreeSet<i64>>,
     /// Every commit's answer (or giving up): when, offset, acknowledged.
-    attempts: BTreeMap<(&'a str, i32), Vec<(Duration, i64, bool)>>,
+    attempts: BTreeMap<(&'a str, i32), Vec<Attempt>>,
     /// The newest OffsetFetch answer: answered, sent, offset.
     served: BTreeMap<(&'a str, i32), (Duration, Duration, i64)>,
     owners: BTreeMap<(i32, i32), &'a str>,

@@ -15,9 +15,12 @@ use crate::history::Event;
 
 use super::{Invariant, at};
 
+/// When an InitProducerId was answered, and the producer it handed out.
+type Answer = (Duration, (i64, i16));
+
 pub(super) fn check(events: &[(Duration, Event)], out: &mut Vec<String>) {
     // Per transactional id: every answered InitProducerId, in answer order.
-    let mut inits: BTreeMap<&str, Vec<(Duration, (i64, i16))>> = BTreeMap::new();
+    let mut inits: BTreeMap<&str, Vec<Answer>> = BTreeMap::new();
     for (t, e) in events {
         match e {
             Event::TxnInit {
