@@ -114,15 +114,6 @@ fn clients(e: &Event) -> Option<String> {
         } => format!(
             "group {group} on the volume: {offsets:?} in the file of epoch {file_epoch:?} (newest claim {newest_epoch})"
         ),
-        Event::TxnOnVolume {
-            transactional_id,
-            producer,
-            file_epoch,
-            newest_epoch,
-            ..
-        } => format!(
-            "transactional id {transactional_id} on the volume: producer {producer:?} in the file of epoch {file_epoch:?} (newest claim {newest_epoch})"
-        ),
         Event::ProducerId { client, broker, id } => {
             format!("{client} init-producer-id broker-{broker} -> {id}")
         }
@@ -303,6 +294,15 @@ fn transactions(e: &Event) -> Option<String> {
         Event::TxnRogueFinal { offsets } => {
             format!("never-added group's offsets at the end: {offsets:?}")
         }
+        Event::TxnOnVolume {
+            transactional_id,
+            producer,
+            file_epoch,
+            newest_epoch,
+            ..
+        } => format!(
+            "transactional id {transactional_id} on the volume: producer {producer:?} in the file of epoch {file_epoch:?} (newest claim {newest_epoch})"
+        ),
         _ => return None,
     })
 }
