@@ -205,20 +205,36 @@ fn act(
     }
     let mut rng = madsim::rand::thread_rng();
     let aimed = reach > 0
-        && rates
-            .focus
-            .iter()
-            .any(|(p, k)| *p == name && aimed_reach(reach, *k));
+        && rates.focus.iter().any(|(p, k)| {
+            *p == name
+                && match rates.failing {
+                    Some(_) => reach % k == 0,
+                    None => aimed_reach(reach, *k),
+                }
+        });
     if aimed {
         let mut s = stats.lock();
         // A busy point must not spend the run's freezes before the rare
         // steps of its family come round.
+        let most = rates
+            .failing
+            .as_ref()
+            .map_or(MAX_ACTS_PER_POINT, |f| f.max_acts);
         let acts = s.aimed_acts.entry(name).or_default();
-        if *acts >= MAX_ACTS_PER_POINT {
+        if *acts >= most {
             return Act::Nothing;
         }
         *acts += 1;
         let roll: f64 = rng.r#gen();
+        if let Some(failing) = &rates.failing {
+            // A world of failing writes: the write fails, or it is held
+            // while the broker's other tasks run on (a commit racing the
+            // next one, a load racing a save).
+            if roll < failing.share {
+                return Act::FailNext;
+            }
+            return Act::Pause(Duration::from_millis(rng.gen_range(200..4_000)));
+        }
         // A hold: this task waits while its broker runs on (heartbeats go
         // on, nobody takes over), so rivals that chose the same next step
         // line up behind it (two claimants of one controller epoch, one of

@@ -154,8 +154,7 @@ fn fault_points_hold_and_crash_brokers_inside_their_volume_changes_and_replay() 
         max_crashes: 2,
         focus: Vec::new(),
         aim_after_ms: 0,
-        within: Vec::new(),
-        freeze_ms: None,
+        ..Default::default()
     };
     let a = run::run(&o);
     let b = run::run(&o);

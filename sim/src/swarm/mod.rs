@@ -40,7 +40,7 @@ pub const FAULT_KINDS: &[&str] = &[
 ];
 
 pub use points::{FAMILIES, POINTS};
-use points::{aim_after, family, focus, transaction_steps};
+use points::{aim_after, coordinator_writes, family, focus, transaction_steps};
 use worlds::{mix, named};
 
 /// How the seeded timeline spaces its cluster faults.
@@ -93,6 +93,18 @@ pub struct PointRates {
     pub within: Vec<&'static str>,
     /// How long the random freezes last, in ms, when not 8 to 20 s.
     pub freeze_ms: Option<(u64, u64)>,
+    /// Set in worlds of failing writes: aimed points act at every k-th
+    /// reach (not k, 2k, 4k, ...), up to `max_acts` times each, and this
+    /// share of their acts fails the step after the point (the rest hold
+    /// the task a few seconds).
+    pub failing: Option<Failing>,
+}
+
+/// How a world of failing writes aims (`PointRates::failing`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failing {
+    pub share: f64,
+    pub max_acts: u32,
 }
 
 impl PointRates {
@@ -133,6 +145,7 @@ const WORLDS: &[(&str, u32)] = &[
     ("twins", 4),
     ("full-volume", 4),
     ("power-loss", 4),
+    ("failing-writes", 8),
 ];
 
 /// The profile of `seed`.
@@ -239,6 +252,9 @@ impl Profile {
                     aims.join(","),
                     r.aim_after_ms / 1000
                 );
+            }
+            if let Some(f) = &r.failing {
+                let _ = write!(s, " failing={:.2}x{}", f.share, f.max_acts);
             }
             s.push(']');
         }

@@ -45,6 +45,7 @@ pub const POINTS: &[&str] = &[
     "remove.children-removed",
     "replace.renamed",
     "replace.temp-durable",
+    "replace.temp-written",
     "retention.decided",
     "retention.manifest-written",
     "retention.unlinked",
@@ -232,6 +233,46 @@ pub(super) fn focus(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     }
     points.sort_unstable();
     points.dedup_by_key(|(p, _)| *p);
+    points
+}
+
+/// The points right before a coordinator's or a controller's write to the
+/// volume (or a step of the atomic replace every metadata file goes
+/// through): a call failed after one of them is a failed durable write.
+pub const WRITES: &[&str] = &[
+    "claim.slot-created",
+    "create-partitions.staged",
+    "create-topic.staged",
+    "delete-records.decided",
+    "delete-topic.tombstoned",
+    "group-heartbeat.arrived",
+    "group-save.decided",
+    "preferred-change.read",
+    "preferred-change.slot-created",
+    "producer-ids.block-chosen",
+    "quota-change.read",
+    "quota-change.slot-created",
+    "replace.temp-durable",
+    "replace.temp-written",
+    "security-change.read",
+    "security-change.slot-created",
+    "txn-complete.markers-written",
+    "txn-save.decided",
+];
+
+/// Two to six of [`WRITES`], each acting at every k-th reach, k from 1 to
+/// 8 drawn log-uniformly (`PointRates::failing`).
+pub(super) fn coordinator_writes(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
+    let mut order: Vec<&'static str> = WRITES.to_vec();
+    let n = rng.gen_range(2..=6);
+    let mut points = Vec::with_capacity(n);
+    for i in 0..n {
+        let j = rng.gen_range(i..order.len());
+        order.swap(i, j);
+        let k = (2f64.powf(rng.gen_range(0.0..3.0)) as u32).max(1);
+        points.push((order[i], k));
+    }
+    points.sort_unstable();
     points
 }
 

@@ -39,6 +39,17 @@ fn families_name_only_real_points() {
 }
 
 #[test]
+fn the_writes_failing_worlds_aim_at_are_real_points() {
+    for p in points::WRITES {
+        assert!(POINTS.contains(p), "{p} is not a fault point");
+    }
+    let profile = draw_in(3, "failing-writes").unwrap();
+    let failing = profile.points.failing.clone().unwrap();
+    assert!(failing.share > 0.5 && failing.max_acts > 3);
+    assert!(profile.points.focus.len() >= 2);
+}
+
+#[test]
 fn a_seed_always_draws_the_same_profile_and_seeds_draw_many_worlds() {
     assert_eq!(draw(7).describe(), draw(7).describe());
     let worlds: std::collections::BTreeSet<&str> = (0..400).map(|s| draw(s).world).collect();

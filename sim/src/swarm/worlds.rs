@@ -5,7 +5,8 @@ use rand_chacha::ChaCha8Rng;
 use vfs::model::{Faults, NfsConfig};
 
 use super::{
-    CLUSTER, FaultSet, Pace, PointRates, Profile, aim_after, family, focus, transaction_steps,
+    CLUSTER, Failing, FaultSet, Pace, PointRates, Profile, aim_after, coordinator_writes, family,
+    focus, transaction_steps,
 };
 
 fn set(kinds: &[&'static str]) -> FaultSet {
@@ -124,6 +125,7 @@ fn held(
     world: &str,
     rng: &mut ChaCha8Rng,
     nfs: &mut NfsConfig,
+    pace: &mut Pace,
     points: &mut PointRates,
 ) -> FaultSet {
     match world {
@@ -183,6 +185,31 @@ fn held(
             };
             set(&[])
         }
+        "failing-writes" => {
+            // The volume fails the exact writes of coordinators and
+            // controllers (a group's offsets, a consumer group's
+            // assignment, a transaction's state, the security and quota
+            // documents, a topic's creation and deletion, the steps of an
+            // atomic replace) again and again through the run, at a few
+            // points drawn from them: whatever a broker answers after a
+            // failed write must be what its successor loads. A crash now
+            // and then, so that successors do load it.
+            *pace = Pace {
+                lasts_ms: (1_000, 6_000),
+                gap_ms: (8_000, 20_000),
+                pause_ms: None,
+            };
+            *points = PointRates {
+                focus: coordinator_writes(rng),
+                aim_after_ms: rng.gen_range(0..10_000),
+                failing: Some(Failing {
+                    share: rng.gen_range(0.6..0.95),
+                    max_acts: rng.gen_range(4..24),
+                }),
+                ..PointRates::default()
+            };
+            set(&["crash"])
+        }
         _ => {
             // crash-points: brokers die inside their own volume changes.
             *points = PointRates {
@@ -193,8 +220,7 @@ fn held(
                 max_crashes: rng.gen_range(2..6),
                 focus: focus(rng),
                 aim_after_ms: aim_after(rng),
-                within: Vec::new(),
-                freeze_ms: None,
+                ..PointRates::default()
             };
             nfs.faults.writeback_probability = rng.gen_range(0.0..0.5);
             set(&["nfs"])
@@ -208,7 +234,7 @@ pub(super) fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
     let mut points = PointRates::default();
     let faults = match paced(world, rng, &mut nfs, &mut pace) {
         Some(faults) => faults,
-        None => held(world, rng, &mut nfs, &mut points),
+        None => held(world, rng, &mut nfs, &mut pace, &mut points),
     };
     // Half the one-fault worlds also aim at protocol steps (and only
     // there): a lost reply to a controller claim's create, or a write-back
@@ -222,6 +248,7 @@ pub(super) fn named(world: &'static str, rng: &mut ChaCha8Rng) -> Profile {
             | "security-zombies"
             | "full-volume"
             | "power-loss"
+            | "failing-writes"
     ) && rng.gen_bool(0.5)
     {
         points = PointRates {
@@ -302,8 +329,7 @@ pub(super) fn mix(rng: &mut ChaCha8Rng) -> Profile {
             max_crashes: rng.gen_range(1..4),
             focus: focus(rng),
             aim_after_ms: aim_after(rng),
-            within: Vec::new(),
-            freeze_ms: None,
+            ..PointRates::default()
         }
     } else {
         PointRates::default()

@@ -23,6 +23,7 @@ pub async fn atomic_replace(vfs: &dyn Vfs, target: &Path, data: Bytes) -> io::Re
 
     let written = async {
         file.write_at(0, data.clone()).await?;
+        crate::fault_point!(vfs, "replace.temp-written");
         file.fsync().await
     }
     .await;
