@@ -60,6 +60,22 @@ FAILOVER_BOUND = SESSION_TIMEOUT + 5
 JUDGED = ("kill-9", "power-loss")
 
 
+
+def fsck_tally(report):
+    """fsck's findings counted by severity and kind (the text after the
+    path, digits folded), most frequent first: a long report's kinds at a
+    glance."""
+    kinds = {}
+    for line in report.splitlines():
+        severity, _, rest = line.partition(" ")
+        severity = severity.lower()
+        if severity not in ("error", "warning", "notice") or ": " not in rest:
+            continue
+        kind = re.sub(r"\d+", "N", rest.split(": ", 1)[1])
+        kinds[(severity, kind)] = kinds.get((severity, kind), 0) + 1
+    rows = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "\n".join(f"{n:5} {sev:7} {kind}" for (sev, kind), n in rows) or "(none)"
+
 def schedule(seed, rounds, kinds, max_secs=None):
     """The rounds' faults, drawn from `seed`; `max_secs` caps how long a
     fault lasts without changing what else is drawn."""
@@ -355,6 +371,7 @@ def main():
             # from being removed): reported, not failed on; errors are
             # damage or loss.
             log(f"fsck warnings (leftovers nothing reads):\n{report.strip()[-2000:]}")
+            log(f"fsck findings by kind:\n{fsck_tally(report)}")
         else:
             final.append(f"kaas fsck exited {rc}: {report.strip()[-2000:]}")
         errors = {n: len(wk.errors) for n, wk in work.items()}
