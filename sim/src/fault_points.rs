@@ -113,12 +113,20 @@ pub(crate) fn install(
             let broker = host.unwrap_or_default();
             match act {
                 Act::Nothing => {}
-                Act::FailNext => {
+                Act::FailNext { flushes } => {
                     stats.lock().fails += 1;
                     trace.record(format!(
-                        "{at} point {name} fails the next call of broker-{broker}"
+                        "{at} point {name} fails the next call of broker-{broker}{}",
+                        if flushes > 0 {
+                            format!(" and its next {flushes} flushes")
+                        } else {
+                            String::new()
+                        }
                     ));
                     targets.nfs.fail_next_call(broker);
+                    if flushes > 0 {
+                        targets.nfs.fail_next_flushes(broker, flushes);
+                    }
                 }
                 Act::Delay(d) => {
                     stats.lock().delays += 1;
@@ -168,8 +176,12 @@ enum Act {
     /// The broker's next volume call (the step after this point) fails
     /// with EIO before it reaches the server: the step's error path runs,
     /// and whatever the broker does next must leave the volume and its
-    /// answers consistent.
-    FailNext,
+    /// answers consistent. With `flushes`, the server also refuses that
+    /// many of the broker's next flushes (an fsync and the close after it
+    /// both fail, the pages stay unsent).
+    FailNext {
+        flushes: u32,
+    },
     Delay(Duration),
     Pause(Duration),
     Freeze(Duration),
@@ -231,7 +243,8 @@ fn act(
             // while the broker's other tasks run on (a commit racing the
             // next one, a load racing a save).
             if roll < failing.share {
-                return Act::FailNext;
+                let flushes = if rng.gen_bool(0.5) { 2 } else { 0 };
+                return Act::FailNext { flushes };
             }
             return Act::Pause(Duration::from_millis(rng.gen_range(200..4_000)));
         }
@@ -245,7 +258,7 @@ fn act(
         // The step after the point fails: its error path runs (a fence
         // check that got no answer, a removal left half done).
         if roll < 0.45 {
-            return Act::FailNext;
+            return Act::FailNext { flushes: 0 };
         }
         // One frozen or crashed broker at a time: with every broker frozen
         // nobody takes over, and the zombie wakes up to find nothing

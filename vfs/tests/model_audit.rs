@@ -90,3 +90,31 @@ async fn a_directory_renamed_into_place_is_judged_by_every_file_in_it() {
     assert_eq!(files, [("topic", "topic/0/claim")]);
     open.close().await.unwrap();
 }
+
+#[cfg_attr(not(madsim), tokio::test(start_paused = true))]
+#[cfg_attr(madsim, tokio::test)]
+async fn refused_flushes_fail_the_fsync_and_the_close_and_keep_the_pages_unsent() {
+    let nfs = ModelNfs::new(NfsConfig::default(), 7);
+    let a = nfs.host(1);
+    let f = a.open(p("t"), OpenOptions::create_new()).await.unwrap();
+    f.write_at(0, Bytes::from_static(b"refused")).await.unwrap();
+    nfs.fail_next_flushes(1, 2);
+    assert!(f.fsync().await.is_err());
+    assert!(
+        f.close().await.is_err(),
+        "the close's write-back is refused too"
+    );
+    a.rename(p("t"), p("doc")).await.unwrap();
+    let found = nfs.publications().1;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].unsent && found[0].committed == 0, "{found:?}");
+
+    // Used up: the next file's flushes go through, and a clean close
+    // (nothing to send) would not have used one.
+    let g = a.open(p("u"), OpenOptions::create_new()).await.unwrap();
+    g.write_at(0, Bytes::from_static(b"fine")).await.unwrap();
+    g.fsync().await.unwrap();
+    g.close().await.unwrap();
+    a.rename(p("u"), p("doc2")).await.unwrap();
+    assert_eq!(nfs.publications().1.len(), 1);
+}

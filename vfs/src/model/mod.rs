@@ -110,6 +110,15 @@ impl ModelNfs {
         self.lock().failing.insert(id);
     }
 
+    /// The next `n` flushes of host `id` that have pages to send (an
+    /// fsync, or the write-back a close does) fail with EIO and leave those
+    /// pages dirty in its cache: the server refusing that client's writes
+    /// for a moment. A step that goes on after such a failure publishes
+    /// bytes the server does not have.
+    pub fn fail_next_flushes(&self, id: u32, n: u32) {
+        *self.lock().failing_flushes.entry(id).or_default() += n;
+    }
+
     /// The host whose call matched watch `id`, once one did.
     pub fn watch_fired(&self, id: usize) -> Option<u32> {
         self.lock().watches.get(id).and_then(|(_, h)| *h)

@@ -34,6 +34,10 @@ pub(crate) struct World {
     /// Hosts whose next call fails with EIO, unapplied
     /// ([`super::ModelNfs::fail_next_call`]).
     pub failing: std::collections::BTreeSet<u32>,
+    /// Per host: how many of its next flushes (an fsync's or a close's
+    /// write-back and COMMIT) the server refuses with EIO, leaving the
+    /// pages dirty in the host's cache ([`super::ModelNfs::fail_next_flushes`]).
+    pub failing_flushes: BTreeMap<u32, u32>,
     pub delegations: Delegations,
     /// Per host: the injected stall time its calls sat through.
     pub stalled: BTreeMap<u32, Duration>,
@@ -104,6 +108,7 @@ impl World {
             epoch: Instant::now(),
             watches: Vec::new(),
             failing: Default::default(),
+            failing_flushes: BTreeMap::new(),
             delegations: Delegations::default(),
             stalled: BTreeMap::new(),
             direct_io: true,
@@ -758,6 +763,18 @@ impl World {
 
     /// Sends every dirty page of a file and commits; resends pages a server
     /// restart dropped (the verifier changed).
+    /// Whether the server refuses this flush of host `h` (`failing_flushes`).
+    fn refuse_flush(&mut self, h: u32) -> bool {
+        match self.failing_flushes.get_mut(&h) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                self.stats.eio += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn commit_file(&mut self, h: u32, id: u64) -> R<()> {
         let Some(cf) = self.host(h).files.get(&id) else {
             return Ok(());
@@ -765,7 +782,11 @@ impl World {
         let Some(fh) = cf.fh else {
             return Ok(());
         };
+        let has_pages = !(cf.dirty.is_empty() && cf.unstable.is_empty());
         let pages: Vec<u64> = cf.dirty.keys().copied().collect();
+        if has_pages && self.refuse_flush(h) {
+            return Err(Errno::Io);
+        }
         for page in pages {
             self.flush_page(h, id, page);
         }
