@@ -260,11 +260,11 @@ pub const WRITES: &[&str] = &[
     "txn-save.decided",
 ];
 
-/// Two to six of [`WRITES`], each acting at every k-th reach, k from 1 to
+/// Three to eight of [`WRITES`], each acting at every k-th reach, k from 1 to
 /// 8 drawn log-uniformly (`PointRates::failing`).
 pub(super) fn coordinator_writes(rng: &mut ChaCha8Rng) -> Vec<(&'static str, u32)> {
     let mut order: Vec<&'static str> = WRITES.to_vec();
-    let n = rng.gen_range(2..=6);
+    let n = rng.gen_range(3..=8);
     let mut points = Vec::with_capacity(n);
     for i in 0..n {
         let j = rng.gen_range(i..order.len());

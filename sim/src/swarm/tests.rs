@@ -46,7 +46,7 @@ fn the_writes_failing_worlds_aim_at_are_real_points() {
     let profile = draw_in(3, "failing-writes").unwrap();
     let failing = profile.points.failing.clone().unwrap();
     assert!(failing.share > 0.5 && failing.max_acts > 3);
-    assert!(profile.points.focus.len() >= 2);
+    assert!(profile.points.focus.len() >= 3);
 }
 
 #[test]
