@@ -144,6 +144,12 @@ pub async fn transactor(mut s: Session, index: u32, until: Duration) {
         n += 1;
         let ended = one_transaction(&mut s, &mut txp, &label, index, &mut offset).await;
         next = ended.next(txp);
+        // The client's process restarts now and then (a pod rolled): its
+        // next producer starts with an InitProducerId, whose answer the
+        // coordinator must have on the volume first (`txn-state-not-durable`).
+        if matches!(next, Next::Continue(_)) && madsim::rand::thread_rng().gen_ratio(1, 8) {
+            next = Next::Fresh;
+        }
         let pause = madsim::rand::thread_rng().gen_range(10..200);
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
