@@ -23,7 +23,7 @@ use madsim::rand::Rng;
 use tokio::time::Instant;
 
 use crate::frozen::Frozen;
-use crate::swarm::PointRates;
+use crate::swarm::{Failing, PointRates};
 use crate::trace::Trace;
 
 /// The panic message that crashes a broker node (`start_broker` restarts
@@ -239,14 +239,7 @@ fn act(
         *acts += 1;
         let roll: f64 = rng.r#gen();
         if let Some(failing) = &rates.failing {
-            // A world of failing writes: the write fails, or it is held
-            // while the broker's other tasks run on (a commit racing the
-            // next one, a load racing a save).
-            if roll < failing.share {
-                let flushes = if rng.gen_bool(0.5) { 2 } else { 0 };
-                return Act::FailNext { flushes };
-            }
-            return Act::Pause(Duration::from_millis(rng.gen_range(200..4_000)));
+            return failing_act(failing, roll, &mut rng);
         }
         // A hold: this task waits while its broker runs on (heartbeats go
         // on, nobody takes over), so rivals that chose the same next step
@@ -308,6 +301,17 @@ fn act(
         ));
     }
     Act::Nothing
+}
+
+/// An aimed act in a world of failing writes: the write fails, or it is
+/// held while the broker's other tasks run on (a commit racing the next
+/// one, a load racing a save).
+fn failing_act(failing: &Failing, roll: f64, rng: &mut impl Rng) -> Act {
+    if roll < failing.share {
+        let flushes = if rng.gen_bool(0.5) { 2 } else { 0 };
+        return Act::FailNext { flushes };
+    }
+    Act::Pause(Duration::from_millis(rng.gen_range(200..4_000)))
 }
 
 /// Whether the `reach`-th reach of a point aimed at with `k` acts: the
