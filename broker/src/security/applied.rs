@@ -83,6 +83,7 @@ impl<T: Default + DeserializeOwned> Applied<T> {
 mod tests {
     use std::collections::BTreeSet;
     use std::path::Path;
+    use std::sync::Arc;
 
     use super::*;
 
@@ -113,6 +114,46 @@ mod tests {
         assert_eq!(mine.with(|s| s.len()), 2);
         assert!(!mine.install(1, BTreeSet::new()), "an older version");
         assert!(!mine.refresh(&v).await.unwrap());
+        assert_eq!(*mine.get().1, BTreeSet::from([1, 2]));
+    }
+
+    /// Between this broker's claim of version 1 and its install, another
+    /// broker writes version 2 and this broker's refresher applies it: the
+    /// change that completes afterwards must not take the broker back.
+    #[tokio::test]
+    async fn a_change_completing_after_a_newer_refresh_does_not_go_back() {
+        let mem: Arc<dyn Vfs> = Arc::new(vfs::MemVfs::new());
+        mem.mkdir(Path::new("d")).await.unwrap();
+        let doc = || Versioned::new("d", "set");
+        let mine = Arc::new(Applied::<BTreeSet<u32>>::new(doc()));
+        let refresher = mine.clone();
+        let v1 = crate::layout::versioned(Path::new("d"), "set", 1);
+        // Opens of version 1 in this change: the probe for the newest
+        // (not there), the claim's create, the claim's read-back.
+        let gated = vfs::testkit::BeforeOpen::new(mem.clone(), v1, move |v| async move {
+            let other = Applied::<BTreeSet<u32>>::new(doc());
+            let (n, _) = other
+                .change::<()>(v.as_ref(), |s| {
+                    s.insert(2);
+                    Ok(())
+                })
+                .await
+                .map_err(|e| io::Error::other(format!("{e:?}")))?;
+            assert_eq!(n, 2);
+            assert!(refresher.refresh(v.as_ref()).await?);
+            Ok(())
+        })
+        .at_open(3);
+        let (n, _) = mine
+            .change::<()>(&gated, |s| {
+                s.insert(1);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(gated.fired());
+        assert_eq!(n, 1, "this change wrote version 1");
+        assert_eq!(mine.get().0, 2, "version 2 stays applied");
         assert_eq!(*mine.get().1, BTreeSet::from([1, 2]));
     }
 }

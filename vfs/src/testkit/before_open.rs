@@ -20,6 +20,8 @@ pub struct BeforeOpen {
     inner: Arc<dyn Vfs>,
     path: PathBuf,
     creating_only: bool,
+    /// Matching opens still to pass before the hook runs.
+    skip: Mutex<usize>,
     hook: Mutex<Option<Hook>>,
 }
 
@@ -34,6 +36,7 @@ impl BeforeOpen {
             inner,
             path: path.into(),
             creating_only: false,
+            skip: Mutex::new(0),
             hook: Mutex::new(Some(Box::new(move |v| Box::pin(hook(v))))),
         }
     }
@@ -42,6 +45,14 @@ impl BeforeOpen {
     /// not at the reads and existence probes before it.
     pub fn creating(mut self) -> Self {
         self.creating_only = true;
+        self
+    }
+
+    /// Runs the hook before the `n`-th matching open (from 1), not the
+    /// first: a window later in the same step (a claim's read-back after
+    /// its create).
+    pub fn at_open(self, n: usize) -> Self {
+        *self.skip.lock().unwrap_or_else(|p| p.into_inner()) = n.saturating_sub(1);
         self
     }
 
@@ -58,7 +69,17 @@ impl BeforeOpen {
 impl Vfs for BeforeOpen {
     async fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Box<dyn VfsFile>> {
         if path == self.path && !(self.creating_only && opts.create == Create::Never) {
-            let hook = self.hook.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let early = {
+                let mut skip = self.skip.lock().unwrap_or_else(|p| p.into_inner());
+                let early = *skip > 0;
+                *skip = skip.saturating_sub(1);
+                early
+            };
+            let hook = if early {
+                None
+            } else {
+                self.hook.lock().unwrap_or_else(|p| p.into_inner()).take()
+            };
             if let Some(hook) = hook {
                 hook(self.inner.clone()).await?;
             }
