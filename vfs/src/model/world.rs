@@ -761,8 +761,6 @@ impl World {
         }
     }
 
-    /// Sends every dirty page of a file and commits; resends pages a server
-    /// restart dropped (the verifier changed).
     /// Whether the server refuses this flush of host `h` (`failing_flushes`).
     fn refuse_flush(&mut self, h: u32) -> bool {
         match self.failing_flushes.get_mut(&h) {
@@ -775,6 +773,8 @@ impl World {
         }
     }
 
+    /// Sends every dirty page of a file and commits; resends pages a server
+    /// restart dropped (the verifier changed).
     fn commit_file(&mut self, h: u32, id: u64) -> R<()> {
         let Some(cf) = self.host(h).files.get(&id) else {
             return Ok(());
